@@ -1,0 +1,18 @@
+// Package itest is the home of Switchyard's real test environment.
+//
+// Nothing here is faked: the subpackages start real ovsdb-server and
+// ovs-vswitchd processes (userspace datapath), real network namespaces for
+// nodes and pods, and a real etcd and kube-apiserver built from the Go module
+// proxy (see tools/). Integration suites live in subfolders beside the harness.
+//
+// Where to start:
+//   - testenv: the T interface, run-unique names, process supervision, cleanup.
+//   - netns: named network namespaces.
+//   - ovs: a private OVS instance (optionally inside a namespace).
+//   - controlplane: etcd + kube-apiserver with token auth and RBAC.
+//   - cluster: N nodes on an underlay fabric, each with its own OVS, plus Node objects.
+//   - probe: TCP/UDP/SCTP/ICMP reachability and the N×N connectivity matrix.
+//
+// Every resource a harness creates is named with the run prefix (see
+// testenv.Prefix) so that `make clean-itest` can find leftovers of a crashed run.
+package itest

@@ -1,0 +1,105 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+// T is the part of testing.TB the harness needs. *testing.T and *testing.B
+// satisfy it; the demo supplies its own implementation so the same harness
+// builds the demo cluster.
+type T interface {
+	Helper()
+	Logf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Prefix starts the name of every namespace, interface and directory the
+// harness creates. `make clean-itest` removes everything carrying it.
+const Prefix = "syt"
+
+// BaseDir holds the run directories of all harness runs on this machine.
+// Unix socket paths are limited to 108 bytes, so it is kept short.
+const BaseDir = "/tmp/switchyard-itest"
+
+var (
+	runIDOnce sync.Once
+	runID     string
+)
+
+// RunID is a short random token, fixed for the life of this process, that
+// makes names unique so two test binaries running at once never collide.
+func RunID() string {
+	runIDOnce.Do(func() {
+		var b [3]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(fmt.Sprintf("reading random run id: %v", err))
+		}
+		runID = hex.EncodeToString(b[:])
+	})
+	return runID
+}
+
+// Name returns a run-unique name for a resource, e.g. "syt3fa9c1-n1".
+// Callers that name Linux interfaces must keep role short: the result must
+// stay within 15 bytes for interface names.
+func Name(role string) string {
+	return Prefix + RunID() + "-" + role
+}
+
+// Dir creates and returns a fresh directory for one harness component under
+// BaseDir, removed when t's cleanup runs.
+func Dir(t T, role string) string {
+	t.Helper()
+	if err := os.MkdirAll(BaseDir, 0o755); err != nil {
+		t.Fatalf("creating %s: %v", BaseDir, err)
+	}
+	dir, err := os.MkdirTemp(BaseDir, Prefix+RunID()+"-"+role+"-")
+	if err != nil {
+		t.Fatalf("creating run directory for %s: %v", role, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// RequireRoot fails t unless the process runs as root, which real network
+// namespaces, veths and OVS need.
+func RequireRoot(t T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("integration tests need root (network namespaces, veth, OVS): run them as root, e.g. `sudo make test`")
+	}
+}
+
+// LookPath finds bin in PATH or fails t naming the Debian package to install.
+func LookPath(t T, bin, debianPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		t.Fatalf("%s not found in PATH: install it with `apt-get install %s` (or run `make deps`)", bin, debianPackage)
+	}
+	return p
+}
+
+// SourceDir returns the absolute path of dir relative to the itest folder of
+// this repository, located from the current working directory upwards.
+func SourceDir(rel string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "itest", "tools", "go.mod")); err == nil {
+			return filepath.Join(d, "itest", rel), nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no itest/tools/go.mod above %s: run from inside the switchyard repository", wd)
+		}
+	}
+}

@@ -1,0 +1,3 @@
+module switchyard.dev/switchyard/sdk
+
+go 1.26.0
