@@ -1,0 +1,88 @@
+package thin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"switchyard.dev/switchyard/cni/cnipb"
+	"switchyard.dev/switchyard/cni/netconf"
+)
+
+// Codes beyond the spec's well-known ones. The spec reserves 100+ for
+// plugins; these are stable so operators can alert on them.
+const (
+	// ErrIPAMExhausted: the node's pod CIDR has no free address.
+	ErrIPAMExhausted uint = 101
+	// ErrInterface: creating or configuring the pod interface failed.
+	ErrInterface uint = 102
+	// ErrMissingPodArgs: CNI_ARGS lacks the K8S_POD_* keys.
+	ErrMissingPodArgs = types.ErrInvalidEnvironmentVariables
+)
+
+// configError wraps a net conf parse failure as CNI code 7.
+func configError(err error) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, err.Error(),
+		"fix the switchyard entry of the conflist in the CNI config directory (normally written by the agent's install step)")
+}
+
+// fromProto turns an error the agent reported into a CNI error, keeping
+// the agent's code and wording: the agent knows what went wrong.
+func fromProto(e *cnipb.Error) *types.Error {
+	code := uint(e.GetCode())
+	if code == 0 {
+		code = types.ErrInternal
+	}
+	return types.NewError(code, e.GetMsg(), e.GetDetails())
+}
+
+// transportError classifies a failed call to the agent. Anything that means
+// "nobody is answering" becomes try-again-later, so kubelet retries instead
+// of failing the pod.
+func transportError(conf *netconf.NetConf, op string, err error) *types.Error {
+	sock := conf.Socket
+	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
+		return types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("switchyard agent did not answer %s within %s", op, conf.Timeout()),
+			"the agent on this node is overloaded or stuck; check its logs (kubectl -n kube-system logs ds/switchyard-agent); the runtime will retry")
+	}
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
+		return notRunning(sock, err)
+	}
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return notRunning(sock, err)
+	case codes.Canceled:
+		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("%s was cancelled before the agent answered", op), err.Error())
+	case codes.Unimplemented:
+		return types.NewError(types.ErrIncompatibleCNIVersion,
+			fmt.Sprintf("the switchyard agent does not implement %s", op),
+			"the switchyard-cni binary and the agent are from different releases; reinstall the binary from the running agent image")
+	}
+	return types.NewError(types.ErrInternal, fmt.Sprintf("calling the switchyard agent for %s failed", op), err.Error())
+}
+
+func notRunning(sock string, err error) *types.Error {
+	return types.NewError(types.ErrTryAgainLater,
+		fmt.Sprintf("switchyard agent is not running: cannot reach %s", sock),
+		fmt.Sprintf("start the switchyard-agent pod on this node (or fix \"socket\" in the network config); the runtime will retry (%v)", err))
+}
+
+// asCNIError returns err as a *types.Error, wrapping anything else as an
+// internal error so the runtime always gets the spec's JSON shape.
+func asCNIError(err error) *types.Error {
+	if err == nil {
+		return nil
+	}
+	var e *types.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return types.NewError(types.ErrInternal, err.Error(), "")
+}
