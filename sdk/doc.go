@@ -1,7 +1,24 @@
 // Package sdk is the public Switchyard plugin SDK.
 //
-// A feature plugin implements Feature (plus any optional capability
-// interfaces) and calls Serve from its main. Everything about the wire — the
-// go-plugin handshake, gRPC and protobuf — stays inside this module, under
-// internal/, where plugin authors cannot reach it.
+// A feature plugin is a small program whose main is one call:
+//
+//	func main() { sdk.Serve(&myFeature{}) }
+//
+// myFeature implements Feature: Describe says which tables (by name, stage
+// and pipeline) and register fields it needs; Start receives the host's
+// assignment and a Host handle to submit flows with. Optional capability
+// interfaces (CNIHandler, PodInterfaceSubscriber, PacketInHandler,
+// NodeEventSubscriber) add events; the SDK lists the capabilities for the
+// host by checking which of them the type implements.
+//
+// Every method has the shape (ctx, Request, *Response) error, so fields can
+// be added to requests and responses without breaking plugins.
+//
+// Everything about the wire — the go-plugin handshake, gRPC and protobuf —
+// stays inside this module, under internal/, where authors cannot reach it.
+// Flows are built with package flow. The host side of the wire is package
+// sdkhost, used only by switchyard-agent.
+//
+// Where to start: feature.go (what you implement), host.go (what you call),
+// flow/ (how flows are written), and plugins/template in the repository.
 package sdk

@@ -1,0 +1,192 @@
+package sdk
+
+// Conversions between the author types of this package and wire messages,
+// for the plugin side of the wire (sdkhost holds the inverse ones). Each
+// function is pure. The flow model converts in internal/toproto and
+// internal/fromproto, shared by both sides.
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/internal/fromproto"
+	"switchyard.dev/switchyard/sdk/internal/toproto"
+	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
+)
+
+func toPBaddrs(as []netip.Addr) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+func toPBprefixes(ps []netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func toPBaddr(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func toPBTable(t Table) *pb.Table {
+	return &pb.Table{Name: t.Name, Pipeline: uint32(t.Pipeline), Stage: uint32(t.Stage), Miss: uint32(t.Miss), Exported: t.Exported}
+}
+
+func toPBDescribeResponse(r *DescribeResponse, caps []Capability) *pb.DescribeResponse {
+	out := &pb.DescribeResponse{Name: r.Name, Version: r.Version}
+	for _, t := range r.Tables {
+		out.Tables = append(out.Tables, toPBTable(t))
+	}
+	for _, f := range r.Fields {
+		out.Fields = append(out.Fields, toproto.Field(f))
+	}
+	for _, c := range caps {
+		out.Capabilities = append(out.Capabilities, string(c))
+	}
+	return out
+}
+
+func toPBPodInterface(p PodInterface) *pb.PodInterface {
+	return &pb.PodInterface{
+		PodNamespace: p.PodNamespace, PodName: p.PodName, ContainerId: p.ContainerID,
+		IfName: p.IfName, HostIfName: p.HostIfName, Ofport: p.OFPort, Mac: p.MAC, Ips: toPBaddrs(p.IPs),
+	}
+}
+
+func toPBCNIAddResponse(r *CNIAddResponse) *pb.CNIAddResponse {
+	out := &pb.CNIAddResponse{Interface: toPBPodInterface(r.Interface), Mtu: uint32(r.MTU)}
+	for _, ip := range r.IPs {
+		out.Ips = append(out.Ips, &pb.IPConfig{Address: ip.Address.String(), Gateway: toPBaddr(ip.Gateway)})
+	}
+	for _, rt := range r.Routes {
+		out.Routes = append(out.Routes, &pb.Route{Dst: rt.Dst.String(), Gw: toPBaddr(rt.GW)})
+	}
+	return out
+}
+
+func toPBPortRequest(r PortRequest) *pb.PortRequest {
+	return &pb.PortRequest{Name: r.Name, Type: r.Type, Options: r.Options, ExternalIds: r.ExternalIDs, Ofport: r.OFPort}
+}
+
+func toPBPacketOut(p PacketOut) *pb.PacketOutRequest {
+	return &pb.PacketOutRequest{InPort: p.InPort, Actions: toproto.Actions(p.Actions), Resubmit: p.Resubmit, Data: p.Data}
+}
+
+func fromPBaddrs(ss []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, s := range ss {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func fromPBprefixes(ss []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range ss {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func fromPBaddr(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	return netip.ParseAddr(s)
+}
+
+func fromPBmac(b []byte) net.HardwareAddr {
+	if len(b) == 0 {
+		return nil
+	}
+	return net.HardwareAddr(b)
+}
+
+func fromPBAssignment(a *pb.Assignment) Assignment {
+	out := Assignment{Tables: map[string]uint8{}, Fields: map[string]flow.Bits{}, CookiePrefix: uint16(a.GetCookiePrefix()), Round: uint16(a.GetRound())}
+	for k, v := range a.GetTables() {
+		out.Tables[k] = uint8(v)
+	}
+	for k, v := range a.GetFields() {
+		out.Fields[k] = fromproto.Bits(v)
+	}
+	return out
+}
+
+func fromPBNodeFacts(n *pb.Facts) (NodeFacts, error) {
+	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromPBmac(n.GetGatewayMac()), MTU: int(n.GetMtu()), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType()}
+	var err error
+	if out.PodCIDRs, err = fromPBprefixes(n.GetPodCidrs()); err != nil {
+		return out, fmt.Errorf("node facts pod CIDR: %w", err)
+	}
+	if out.NodeIPs, err = fromPBaddrs(n.GetNodeIps()); err != nil {
+		return out, fmt.Errorf("node facts node IP: %w", err)
+	}
+	if out.GatewayIP, err = fromPBaddr(n.GetGatewayIp()); err != nil {
+		return out, fmt.Errorf("node facts gateway IP: %w", err)
+	}
+	return out, nil
+}
+
+func fromPBCNIArgs(r *pb.CNIRequest) CNIArgs {
+	return CNIArgs{
+		ContainerID: r.GetContainerId(), Netns: r.GetNetns(), IfName: r.GetIfName(),
+		PodNamespace: r.GetPodNamespace(), PodName: r.GetPodName(), PodUID: r.GetPodUid(), NetConf: r.GetNetConf(),
+	}
+}
+
+func fromPBPodInterface(p *pb.PodInterface) (PodInterface, error) {
+	out := PodInterface{
+		PodNamespace: p.GetPodNamespace(), PodName: p.GetPodName(), ContainerID: p.GetContainerId(),
+		IfName: p.GetIfName(), HostIfName: p.GetHostIfName(), OFPort: p.GetOfport(), MAC: fromPBmac(p.GetMac()),
+	}
+	var err error
+	if out.IPs, err = fromPBaddrs(p.GetIps()); err != nil {
+		return out, fmt.Errorf("pod interface IP: %w", err)
+	}
+	return out, nil
+}
+
+func fromPBPodInterfaceEvent(r *pb.PodInterfaceEventRequest) (PodInterfaceEventRequest, error) {
+	pi, err := fromPBPodInterface(r.GetInterface())
+	return PodInterfaceEventRequest{Kind: PodInterfaceEventKind(r.GetKind()), Interface: pi}, err
+}
+
+func fromPBPacketIn(r *pb.PacketInRequest) PacketInRequest {
+	return PacketInRequest{Table: r.GetTable(), TableID: uint8(r.GetTableId()), Tag: r.GetTag(), InPort: r.GetInPort(), Userdata: r.GetUserdata(), Data: r.GetData()}
+}
+
+func fromPBNodeEvent(r *pb.NodeEventRequest) (NodeEventRequest, error) {
+	out := NodeEventRequest{Kind: NodeEventKind(r.GetKind()), Node: NodeInfo{Name: r.GetNode().GetName()}}
+	var err error
+	if out.Node.NodeIPs, err = fromPBaddrs(r.GetNode().GetNodeIps()); err != nil {
+		return out, fmt.Errorf("node event node IP: %w", err)
+	}
+	if out.Node.PodCIDRs, err = fromPBprefixes(r.GetNode().GetPodCidrs()); err != nil {
+		return out, fmt.Errorf("node event pod CIDR: %w", err)
+	}
+	return out, nil
+}
+
+func fromPBPort(p *pb.Port) Port {
+	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromPBmac(p.GetMac()), Owner: p.GetOwner()}
+}

@@ -1,0 +1,89 @@
+package sdk
+
+import (
+	"fmt"
+
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// MissAction is what a table does with a packet no flow matched.
+type MissAction uint8
+
+const (
+	// MissDrop drops the packet (the OpenFlow default).
+	MissDrop MissAction = iota
+	// MissNext continues in the next table of the pipeline.
+	MissNext
+	// MissController sends the packet to the owning plugin (PacketInHandler).
+	MissController
+)
+
+func (m MissAction) String() string {
+	switch m {
+	case MissDrop:
+		return "drop"
+	case MissNext:
+		return "next"
+	case MissController:
+		return "controller"
+	}
+	return fmt.Sprintf("miss(%d)", uint8(m))
+}
+
+// Table declares a table the plugin owns. The host assigns its ID inside the
+// stage's range of table IDs.
+type Table struct {
+	// Name is unique across all plugins on the node (e.g. "podnet.classifier"
+	// or "Classifier"); flows name tables by it.
+	Name     string
+	Pipeline flow.Pipeline
+	Stage    flow.Stage
+	Miss     MissAction
+	// Exported lets other plugins add flows to this table. A private table
+	// accepts flows from its owner only.
+	Exported bool
+}
+
+// Capability is something a plugin can do beyond submitting flows. The SDK
+// derives the list from the interfaces the feature implements.
+type Capability string
+
+const (
+	CapCNI          Capability = "cni"
+	CapPodInterface Capability = "pod-interface-events"
+	CapPacketIn     Capability = "packet-in"
+	CapNodeEvents   Capability = "node-events"
+)
+
+// Capabilities lists the capabilities f has.
+func Capabilities(f Feature) []Capability {
+	var cs []Capability
+	if _, ok := f.(CNIHandler); ok {
+		cs = append(cs, CapCNI)
+	}
+	if _, ok := f.(PodInterfaceSubscriber); ok {
+		cs = append(cs, CapPodInterface)
+	}
+	if _, ok := f.(PacketInHandler); ok {
+		cs = append(cs, CapPacketIn)
+	}
+	if _, ok := f.(NodeEventSubscriber); ok {
+		cs = append(cs, CapNodeEvents)
+	}
+	return cs
+}
+
+// Assignment is what the host gave the plugin: concrete table IDs, register
+// bits, cookie bits and node facts. Plugins rarely need it — flows are
+// written symbolically — but it is useful for logging and debugging.
+type Assignment struct {
+	// Tables maps every table name the plugin may use (its own and exported
+	// ones) to its ID.
+	Tables map[string]uint8
+	// Fields maps the plugin's fields and the well-known fields to bits.
+	Fields map[string]flow.Bits
+	// CookiePrefix is the upper 16 bits of every flow cookie of this plugin.
+	CookiePrefix uint16
+	// Round is the plugin's incarnation, the next 16 bits of the cookie.
+	Round uint16
+}

@@ -1,0 +1,202 @@
+package sdk
+
+import (
+	"context"
+	"net"
+	"net/netip"
+
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// Feature is what every plugin implements.
+type Feature interface {
+	// Describe says who the plugin is and what it needs. It is called once,
+	// before Start, and must not do I/O.
+	Describe(ctx context.Context, req DescribeRequest, resp *DescribeResponse) error
+	// Start hands the plugin its assignment and the Host handle. The plugin
+	// installs its flows (in as few batches as it likes) and calls
+	// Host.Synced once the switch holds everything it needs; only then does
+	// the host remove the flows of the plugin's previous incarnation.
+	// Start may launch goroutines that keep using the Host; Start itself
+	// should return promptly.
+	Start(ctx context.Context, req StartRequest, resp *StartResponse) error
+}
+
+// Stopper is implemented by features that need to release something when
+// the host stops them (the process exits right after).
+type Stopper interface {
+	Stop(ctx context.Context, req StopRequest, resp *StopResponse) error
+}
+
+// CNIHandler is implemented by the feature that wires pods (podnet).
+type CNIHandler interface {
+	CNIAdd(ctx context.Context, req CNIAddRequest, resp *CNIAddResponse) error
+	CNIDel(ctx context.Context, req CNIDelRequest, resp *CNIDelResponse) error
+	CNICheck(ctx context.Context, req CNICheckRequest, resp *CNICheckResponse) error
+}
+
+// PodInterfaceSubscriber receives pod interface additions and removals.
+type PodInterfaceSubscriber interface {
+	PodInterfaceEvent(ctx context.Context, req PodInterfaceEventRequest, resp *PodInterfaceEventResponse) error
+}
+
+// PacketInHandler receives packet-ins from the plugin's tables
+// (flow.Controller actions and MissController tables).
+type PacketInHandler interface {
+	PacketIn(ctx context.Context, req PacketInRequest, resp *PacketInResponse) error
+}
+
+// NodeEventSubscriber receives changes of other nodes in the cluster.
+type NodeEventSubscriber interface {
+	NodeEvent(ctx context.Context, req NodeEventRequest, resp *NodeEventResponse) error
+}
+
+// DescribeRequest is empty today.
+type DescribeRequest struct{}
+
+// DescribeResponse is the plugin's description.
+type DescribeResponse struct {
+	// Name identifies the plugin in logs, cookies and the CLI. It must match
+	// the name under which the host's config enables it.
+	Name string
+	// Version is the plugin's own version string.
+	Version string
+	Tables  []Table
+	// Fields are the register fields the plugin needs beyond the well-known ones.
+	Fields []flow.Field
+}
+
+// StartRequest carries the assignment.
+type StartRequest struct {
+	Host       Host
+	Assignment Assignment
+	Node       NodeFacts
+	// Config is the plugin's section of the host config, as JSON.
+	Config []byte
+}
+
+// StartResponse is empty today.
+type StartResponse struct{}
+
+// StopRequest is empty today.
+type StopRequest struct{}
+
+// StopResponse is empty today.
+type StopResponse struct{}
+
+// CNIArgs are the CNI invocation parameters the host forwards.
+type CNIArgs struct {
+	ContainerID  string
+	Netns        string
+	IfName       string
+	PodNamespace string
+	PodName      string
+	PodUID       string
+	// NetConf is the network configuration JSON from the CNI config file.
+	NetConf []byte
+}
+
+// CNIAddRequest asks to wire a pod.
+type CNIAddRequest struct{ Args CNIArgs }
+
+// IPConfig is one address given to the pod.
+type IPConfig struct {
+	Address netip.Prefix
+	Gateway netip.Addr
+}
+
+// Route is a route inside the pod.
+type Route struct {
+	Dst netip.Prefix
+	GW  netip.Addr
+}
+
+// PodInterface is how a pod is attached to br-int.
+type PodInterface struct {
+	PodNamespace string
+	PodName      string
+	ContainerID  string
+	IfName       string // inside the pod
+	HostIfName   string // the host end (the OVS port name)
+	OFPort       uint32
+	MAC          net.HardwareAddr
+	IPs          []netip.Addr
+}
+
+// CNIAddResponse is the CNI result.
+type CNIAddResponse struct {
+	IPs       []IPConfig
+	Routes    []Route
+	Interface PodInterface
+	MTU       int
+}
+
+// CNIDelRequest asks to unwire a pod; it must succeed if the pod is gone.
+type CNIDelRequest struct{ Args CNIArgs }
+
+// CNIDelResponse is empty today.
+type CNIDelResponse struct{}
+
+// CNICheckRequest asks whether the pod is still wired as expected.
+type CNICheckRequest struct{ Args CNIArgs }
+
+// CNICheckResponse is empty today; an error means the check failed.
+type CNICheckResponse struct{}
+
+// PodInterfaceEventKind says what happened to a pod interface.
+type PodInterfaceEventKind uint8
+
+const (
+	PodInterfaceAdded PodInterfaceEventKind = iota + 1
+	PodInterfaceDeleted
+)
+
+// PodInterfaceEventRequest reports one pod interface change.
+type PodInterfaceEventRequest struct {
+	Kind      PodInterfaceEventKind
+	Interface PodInterface
+}
+
+// PodInterfaceEventResponse is empty today.
+type PodInterfaceEventResponse struct{}
+
+// PacketInRequest is a packet the switch sent to the plugin.
+type PacketInRequest struct {
+	// Table is the name of the table that sent it; TableID its ID.
+	Table   string
+	TableID uint8
+	// Tag is the low 32 bits of the cookie of the flow that sent it.
+	Tag      uint32
+	InPort   uint32
+	Userdata []byte
+	// Data is the packet, starting with the Ethernet header.
+	Data []byte
+}
+
+// PacketInResponse is empty today.
+type PacketInResponse struct{}
+
+// NodeEventKind says what happened to a remote node.
+type NodeEventKind uint8
+
+const (
+	NodeAdded NodeEventKind = iota + 1
+	NodeUpdated
+	NodeDeleted
+)
+
+// NodeInfo describes another node of the cluster.
+type NodeInfo struct {
+	Name     string
+	NodeIPs  []netip.Addr
+	PodCIDRs []netip.Prefix
+}
+
+// NodeEventRequest reports one node change.
+type NodeEventRequest struct {
+	Kind NodeEventKind
+	Node NodeInfo
+}
+
+// NodeEventResponse is empty today.
+type NodeEventResponse struct{}

@@ -1,0 +1,144 @@
+package flow
+
+import "fmt"
+
+// OpKind is what a batch operation does.
+type OpKind uint8
+
+const (
+	// OpAdd installs an object, replacing one with the same key owned by the
+	// same plugin.
+	OpAdd OpKind = iota + 1
+	// OpModify changes an existing object's actions (or buckets/bands).
+	OpModify
+	// OpDelete removes an object by key (flows: table, priority, match).
+	OpDelete
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpAdd:
+		return "add"
+	case OpModify:
+		return "modify"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Op is one operation of a Batch: exactly one of Flow, Group, Meter is set.
+type Op struct {
+	Kind  OpKind
+	Flow  *Flow
+	Group *Group
+	Meter *Meter
+}
+
+func (o Op) String() string {
+	switch {
+	case o.Flow != nil:
+		return o.Kind.String() + " " + o.Flow.String()
+	case o.Group != nil:
+		return o.Kind.String() + " " + o.Group.String()
+	case o.Meter != nil:
+		return o.Kind.String() + " " + o.Meter.String()
+	}
+	return o.Kind.String() + " <empty>"
+}
+
+// Batch is a list of operations the host applies atomically: either all of
+// them reach the switch (in one OpenFlow bundle) or none do.
+type Batch struct {
+	Ops []Op
+}
+
+// NewBatch returns an empty batch.
+func NewBatch() *Batch { return &Batch{} }
+
+func (b *Batch) add(k OpKind, f *Flow, g *Group, m *Meter) *Batch {
+	b.Ops = append(b.Ops, Op{Kind: k, Flow: f, Group: g, Meter: m})
+	return b
+}
+
+// AddFlows appends flow additions.
+func (b *Batch) AddFlows(fs ...Flow) *Batch {
+	for i := range fs {
+		f := fs[i]
+		b.add(OpAdd, &f, nil, nil)
+	}
+	return b
+}
+
+// ModifyFlows appends flow modifications.
+func (b *Batch) ModifyFlows(fs ...Flow) *Batch {
+	for i := range fs {
+		f := fs[i]
+		b.add(OpModify, &f, nil, nil)
+	}
+	return b
+}
+
+// DeleteFlows appends flow deletions (only Table, Priority and Match matter).
+func (b *Batch) DeleteFlows(fs ...Flow) *Batch {
+	for i := range fs {
+		f := fs[i]
+		b.add(OpDelete, &f, nil, nil)
+	}
+	return b
+}
+
+func (b *Batch) AddGroup(g Group) *Batch    { return b.add(OpAdd, nil, &g, nil) }
+func (b *Batch) ModifyGroup(g Group) *Batch { return b.add(OpModify, nil, &g, nil) }
+func (b *Batch) DeleteGroup(id uint32) *Batch {
+	return b.add(OpDelete, nil, &Group{ID: id}, nil)
+}
+func (b *Batch) AddMeter(m Meter) *Batch    { return b.add(OpAdd, nil, nil, &m) }
+func (b *Batch) ModifyMeter(m Meter) *Batch { return b.add(OpModify, nil, nil, &m) }
+func (b *Batch) DeleteMeter(id uint32) *Batch {
+	return b.add(OpDelete, nil, nil, &Meter{ID: id})
+}
+
+// Len is the number of operations.
+func (b *Batch) Len() int { return len(b.Ops) }
+
+// Validate checks the shape of every operation.
+func (b *Batch) Validate() error {
+	for i, o := range b.Ops {
+		n := 0
+		if o.Flow != nil {
+			n++
+		}
+		if o.Group != nil {
+			n++
+		}
+		if o.Meter != nil {
+			n++
+		}
+		if n != 1 {
+			return fmt.Errorf("batch op %d: exactly one of flow, group, meter must be set (got %d)", i, n)
+		}
+		if o.Kind < OpAdd || o.Kind > OpDelete {
+			return fmt.Errorf("batch op %d: unknown kind %d", i, o.Kind)
+		}
+		if o.Kind == OpDelete {
+			if o.Flow != nil && o.Flow.Table == "" {
+				return fmt.Errorf("batch op %d: delete without a table", i)
+			}
+			continue
+		}
+		var err error
+		switch {
+		case o.Flow != nil:
+			err = o.Flow.Validate()
+		case o.Group != nil:
+			err = o.Group.Validate()
+		case o.Meter != nil:
+			err = o.Meter.Validate()
+		}
+		if err != nil {
+			return fmt.Errorf("batch op %d: %w", i, err)
+		}
+	}
+	return nil
+}

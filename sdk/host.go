@@ -1,0 +1,120 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// Host is the plugin's handle on the agent host. It is safe for concurrent use.
+type Host interface {
+	// Apply submits a batch of flow, group and meter operations. The batch is
+	// applied atomically: on error nothing of it reached the switch.
+	Apply(ctx context.Context, b *flow.Batch) error
+	// CreatePort creates an OVS port on the bridge (idempotent by name) and
+	// waits for its OpenFlow port number.
+	CreatePort(ctx context.Context, req PortRequest) (Port, error)
+	// DeletePort deletes a port this plugin created. Deleting a missing port
+	// is not an error.
+	DeletePort(ctx context.Context, name string) error
+	// Port looks up a port (any owner) by name.
+	Port(ctx context.Context, name string) (Port, error)
+	// PacketOut injects a packet into the switch.
+	PacketOut(ctx context.Context, p PacketOut) error
+	// NodeFacts returns the current facts about this node.
+	NodeFacts(ctx context.Context) (NodeFacts, error)
+	// Synced says the switch now holds every flow this incarnation needs; the
+	// host then deletes the flows of the plugin's previous incarnations.
+	Synced(ctx context.Context) error
+	// Logger logs into the host's log, tagged with the plugin's name.
+	Logger() *slog.Logger
+}
+
+// PortRequest asks for an OVS port.
+type PortRequest struct {
+	Name string
+	// Type is the OVS interface type: "" (system, e.g. a veth end),
+	// "internal", "geneve", "patch", ...
+	Type string
+	// Options are the interface options (e.g. remote_ip=flow for geneve).
+	Options map[string]string
+	// ExternalIDs are stored on the port and interface for operators.
+	ExternalIDs map[string]string
+	// OFPort requests a specific OpenFlow port number (0 = any).
+	OFPort uint32
+}
+
+// Port is an OVS port on the bridge.
+type Port struct {
+	Name   string
+	OFPort uint32
+	MAC    net.HardwareAddr
+	Owner  string // the plugin that created it ("" if not created through the host)
+}
+
+// PacketOut is a packet to inject.
+type PacketOut struct {
+	// InPort is the port the packet pretends to come from (0: controller).
+	InPort uint32
+	// Actions run on the packet, e.g. flow.Output(5).
+	Actions []flow.Action
+	// Resubmit runs the packet through the pipeline from table 0 after
+	// Actions (OpenFlow's OFPP_TABLE).
+	Resubmit bool
+	Data     []byte
+}
+
+// NodeFacts is what the host knows about its node.
+type NodeFacts struct {
+	Name         string
+	PodCIDRs     []netip.Prefix
+	NodeIPs      []netip.Addr
+	GatewayIP    netip.Addr
+	GatewayMAC   net.HardwareAddr
+	MTU          int
+	Bridge       string
+	DatapathType string
+}
+
+// Errors the host returns; test them with errors.Is. The error text names
+// the plugin, table, field or flow involved.
+var (
+	// ErrConflict: another plugin already holds a flow with the same key.
+	ErrConflict = errors.New("flow conflict")
+	// ErrNotOwner: the table (or port, group) belongs to another plugin and is not exported.
+	ErrNotOwner = errors.New("not owner")
+	// ErrUnknownTable: no table of that name is declared.
+	ErrUnknownTable = errors.New("unknown table")
+	// ErrUnallocatedField: the register field was not requested in Describe.
+	ErrUnallocatedField = errors.New("unallocated register field")
+	// ErrBackwardJump: the jump would go to an earlier table.
+	ErrBackwardJump = errors.New("backward jump")
+	// ErrLimit: a per-plugin limit (flows, batch size, request rate) was hit.
+	ErrLimit = errors.New("plugin limit exceeded")
+	// ErrInvalid: the request is malformed.
+	ErrInvalid = errors.New("invalid request")
+	// ErrSwitch: the switch refused or the host could not reach it.
+	ErrSwitch = errors.New("switch error")
+	// ErrNotFound: no such port, group or meter.
+	ErrNotFound = errors.New("not found")
+)
+
+// Sentinels lists the host errors by wire reason; the SDK uses it to restore
+// errors.Is across the process boundary.
+func Sentinels() map[string]error {
+	return map[string]error{
+		"CONFLICT":          ErrConflict,
+		"NOT_OWNER":         ErrNotOwner,
+		"UNKNOWN_TABLE":     ErrUnknownTable,
+		"UNALLOCATED_FIELD": ErrUnallocatedField,
+		"BACKWARD_JUMP":     ErrBackwardJump,
+		"LIMIT":             ErrLimit,
+		"INVALID":           ErrInvalid,
+		"SWITCH":            ErrSwitch,
+		"NOT_FOUND":         ErrNotFound,
+	}
+}

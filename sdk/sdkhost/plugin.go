@@ -1,0 +1,205 @@
+package sdkhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/internal/wire"
+	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
+)
+
+// SupportedVersions are the plugin API versions this host speaks.
+var SupportedVersions = []int{sdk.APIVersion}
+
+// ErrUnsupportedVersion is returned by Launch for a plugin built against an
+// API version this host does not speak.
+var ErrUnsupportedVersion = errors.New("unsupported plugin API version")
+
+// Config says how to launch one plugin.
+type Config struct {
+	// Name is the plugin's name in the host config; it tags the plugin's logs.
+	Name string
+	Path string
+	Args []string
+	// Env is added to the host's environment for the plugin.
+	Env []string
+	// Logger receives the plugin's own log lines (tagged plugin=Name).
+	Logger *slog.Logger
+	// StartTimeout bounds the handshake (default 10s).
+	StartTimeout time.Duration
+}
+
+// Plugin is a running plugin process.
+type Plugin struct {
+	name    string
+	client  *plugin.Client
+	rpc     plugin.ClientProtocol
+	wc      *wire.Client
+	version int
+
+	mu     sync.Mutex
+	server *grpc.Server
+}
+
+// Launch starts the plugin process and completes the handshake.
+func Launch(cfg Config) (*Plugin, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	cmd := exec.Command(cfg.Path, cfg.Args...)
+	cmd.Env = append(cmd.Environ(), cfg.Env...)
+	hostPlugin := &wire.FeaturePlugin{}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: wire.PluginSets(hostPlugin, SupportedVersions...),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           newHCLogger(cfg.Logger.With("plugin", cfg.Name)),
+		StartTimeout:     cfg.StartTimeout,
+		GRPCDialOptions:  wire.DialOptions(),
+	})
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		if strings.Contains(err.Error(), "incompatible API version") {
+			return nil, fmt.Errorf("plugin %q (%s): %w: %v; this host supports API versions %v, rebuild the plugin against a matching switchyard sdk",
+				cfg.Name, cfg.Path, ErrUnsupportedVersion, err, SupportedVersions)
+		}
+		return nil, fmt.Errorf("plugin %q (%s): start: %w", cfg.Name, cfg.Path, err)
+	}
+	raw, err := rpc.Dispense(wire.PluginName)
+	if err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("plugin %q: dispense: %w", cfg.Name, err)
+	}
+	return &Plugin{name: cfg.Name, client: client, rpc: rpc, wc: raw.(*wire.Client), version: client.NegotiatedVersion()}, nil
+}
+
+// Version is the negotiated API version.
+func (p *Plugin) Version() int { return p.version }
+
+// Pid is the plugin's process ID (0 if unknown).
+func (p *Plugin) Pid() int {
+	if rc := p.client.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Ping checks the plugin answers (gRPC health service).
+func (p *Plugin) Ping() error { return p.rpc.Ping() }
+
+// Exited reports whether the process has exited.
+func (p *Plugin) Exited() bool { return p.client.Exited() }
+
+// Kill stops the process (graceful first, then forced) and the host service.
+func (p *Plugin) Kill() {
+	p.client.Kill()
+	p.mu.Lock()
+	if p.server != nil {
+		p.server.Stop()
+		p.server = nil
+	}
+	p.mu.Unlock()
+}
+
+func fromStatus(err error) error { return wire.FromStatus(err, sdk.Sentinels()) }
+
+// Describe asks the plugin what it is and needs.
+func (p *Plugin) Describe(ctx context.Context) (*sdk.DescribeResponse, []sdk.Capability, error) {
+	r, err := p.wc.Feature.Describe(ctx, &pb.DescribeRequest{})
+	if err != nil {
+		return nil, nil, fromStatus(err)
+	}
+	return fromPBDescribeResponse(r)
+}
+
+// StartArgs is what the host hands a plugin at start.
+type StartArgs struct {
+	Assignment sdk.Assignment
+	Node       sdk.NodeFacts
+	Config     []byte
+	Service    HostService
+}
+
+// Start serves a.Service to the plugin and calls its Start.
+func (p *Plugin) Start(ctx context.Context, a StartArgs) error {
+	id := p.wc.Broker.NextId()
+	ready := make(chan struct{})
+	go p.wc.Broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+		s := grpc.NewServer(wire.ServerOptions(opts)...)
+		pb.RegisterHostServer(s, &hostServer{s: a.Service})
+		p.mu.Lock()
+		p.server = s
+		p.mu.Unlock()
+		close(ready)
+		return s
+	})
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return fmt.Errorf("plugin %q: waiting for the host service to be served: %w", p.name, ctx.Err())
+	}
+	_, err := p.wc.Feature.Start(ctx, &pb.StartRequest{
+		Assignment: toPBAssignment(a.Assignment), Node: toPBNodeFacts(a.Node), Config: a.Config, HostBrokerId: id,
+	})
+	return fromStatus(err)
+}
+
+// Stop asks the plugin to stop (its Stopper, if any).
+func (p *Plugin) Stop(ctx context.Context) error {
+	_, err := p.wc.Feature.Stop(ctx, &pb.StopRequest{})
+	return fromStatus(err)
+}
+
+// CNIAdd forwards a CNI ADD.
+func (p *Plugin) CNIAdd(ctx context.Context, a sdk.CNIArgs) (*sdk.CNIAddResponse, error) {
+	r, err := p.wc.Feature.CNIAdd(ctx, toPBCNIArgs(a))
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return fromPBCNIAddResponse(r)
+}
+
+// CNIDel forwards a CNI DEL.
+func (p *Plugin) CNIDel(ctx context.Context, a sdk.CNIArgs) error {
+	_, err := p.wc.Feature.CNIDel(ctx, toPBCNIArgs(a))
+	return fromStatus(err)
+}
+
+// CNICheck forwards a CNI CHECK.
+func (p *Plugin) CNICheck(ctx context.Context, a sdk.CNIArgs) error {
+	_, err := p.wc.Feature.CNICheck(ctx, toPBCNIArgs(a))
+	return fromStatus(err)
+}
+
+// PodInterfaceEvent forwards a pod interface change.
+func (p *Plugin) PodInterfaceEvent(ctx context.Context, r sdk.PodInterfaceEventRequest) error {
+	_, err := p.wc.Feature.PodInterfaceEvent(ctx, toPBPodInterfaceEvent(r))
+	return fromStatus(err)
+}
+
+// PacketIn forwards a packet-in.
+func (p *Plugin) PacketIn(ctx context.Context, r sdk.PacketInRequest) error {
+	_, err := p.wc.Feature.PacketIn(ctx, toPBPacketIn(r))
+	return fromStatus(err)
+}
+
+// NodeEvent forwards a node change.
+func (p *Plugin) NodeEvent(ctx context.Context, r sdk.NodeEventRequest) error {
+	_, err := p.wc.Feature.NodeEvent(ctx, toPBNodeEvent(r))
+	return fromStatus(err)
+}

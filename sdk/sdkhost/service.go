@@ -1,0 +1,86 @@
+package sdkhost
+
+import (
+	"context"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/internal/fromproto"
+	"switchyard.dev/switchyard/sdk/internal/wire"
+	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
+)
+
+// HostService is what the host implements for one plugin: every call comes
+// from that plugin. It mirrors sdk.Host. Errors should wrap the sdk
+// sentinels (sdk.ErrConflict, ...) so the plugin can test them with errors.Is.
+type HostService interface {
+	Apply(ctx context.Context, b *flow.Batch) error
+	CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port, error)
+	DeletePort(ctx context.Context, name string) error
+	Port(ctx context.Context, name string) (sdk.Port, error)
+	PacketOut(ctx context.Context, p sdk.PacketOut) error
+	NodeFacts(ctx context.Context) (sdk.NodeFacts, error)
+	Synced(ctx context.Context) error
+}
+
+// hostServer adapts a HostService to the wire.
+type hostServer struct {
+	pb.UnimplementedHostServer
+	s HostService
+}
+
+var _ pb.HostServer = (*hostServer)(nil)
+
+func toStatus(err error) error { return wire.ToStatus(err, sdk.Sentinels()) }
+
+func (h *hostServer) Apply(ctx context.Context, b *pb.Batch) (*pb.ApplyResponse, error) {
+	if err := h.s.Apply(ctx, fromproto.Batch(b)); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ApplyResponse{}, nil
+}
+
+func (h *hostServer) CreatePort(ctx context.Context, r *pb.PortRequest) (*pb.Port, error) {
+	p, err := h.s.CreatePort(ctx, fromPBPortRequest(r))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return toPBPort(p), nil
+}
+
+func (h *hostServer) DeletePort(ctx context.Context, r *pb.PortName) (*pb.Empty, error) {
+	if err := h.s.DeletePort(ctx, r.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+func (h *hostServer) GetPort(ctx context.Context, r *pb.PortName) (*pb.Port, error) {
+	p, err := h.s.Port(ctx, r.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return toPBPort(p), nil
+}
+
+func (h *hostServer) PacketOut(ctx context.Context, r *pb.PacketOutRequest) (*pb.Empty, error) {
+	if err := h.s.PacketOut(ctx, fromPBPacketOut(r)); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+func (h *hostServer) NodeFacts(ctx context.Context, _ *pb.Empty) (*pb.Facts, error) {
+	f, err := h.s.NodeFacts(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return toPBNodeFacts(f), nil
+}
+
+func (h *hostServer) Synced(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
+	if err := h.s.Synced(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.Empty{}, nil
+}
