@@ -15,16 +15,9 @@ import (
 	"switchyard.dev/switchyard/cni/netconf"
 )
 
-// Codes beyond the spec's well-known ones. The spec reserves 100+ for
-// plugins; these are stable so operators can alert on them.
-const (
-	// ErrIPAMExhausted: the node's pod CIDR has no free address.
-	ErrIPAMExhausted uint = 101
-	// ErrInterface: creating or configuring the pod interface failed.
-	ErrInterface uint = 102
-	// ErrMissingPodArgs: CNI_ARGS lacks the K8S_POD_* keys.
-	ErrMissingPodArgs = types.ErrInvalidEnvironmentVariables
-)
+// ErrMissingPodArgs: CNI_ARGS lacks the K8S_POD_* keys. Codes the agent
+// sends (IPAM exhausted, interface failure, ...) are in package cnierr.
+const ErrMissingPodArgs = types.ErrInvalidEnvironmentVariables
 
 // configError wraps a net conf parse failure as CNI code 7.
 func configError(err error) *types.Error {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"switchyard.dev/switchyard/cni/cnierr"
 	"switchyard.dev/switchyard/cni/cnipb"
 )
 
@@ -157,7 +158,7 @@ func TestErrorMapping(t *testing.T) {
 	}}
 	slowSock := serve(t, slow)
 	exhausted := &agent{add: func(*cnipb.CmdRequest) (*cnipb.AddResponse, error) {
-		return &cnipb.AddResponse{Error: &cnipb.Error{Code: uint32(ErrIPAMExhausted), Msg: "pod CIDR 10.244.1.0/30 is exhausted", Details: "free pods"}}, nil
+		return &cnipb.AddResponse{Error: &cnipb.Error{Code: uint32(cnierr.IPAMExhausted), Msg: "pod CIDR 10.244.1.0/30 is exhausted", Details: "free pods"}}, nil
 	}}
 	exSock := serve(t, exhausted)
 	notReady := &agent{add: func(*cnipb.CmdRequest) (*cnipb.AddResponse, error) {
@@ -194,7 +195,7 @@ func TestErrorMapping(t *testing.T) {
 		{"no socket", (*Plugin).Add, args(conf("1.0.0", missing, "")), types.ErrTryAgainLater, "agent is not running"},
 		{"stale socket", (*Plugin).Add, args(conf("1.0.0", stale, "")), types.ErrTryAgainLater, "agent is not running"},
 		{"timeout", (*Plugin).Add, args(conf("1.0.0", slowSock, `,"timeoutSeconds":1`)), types.ErrTryAgainLater, "did not answer ADD within 1s"},
-		{"agent error kept", (*Plugin).Add, args(conf("1.0.0", exSock, "")), ErrIPAMExhausted, "exhausted"},
+		{"agent error kept", (*Plugin).Add, args(conf("1.0.0", exSock, "")), cnierr.IPAMExhausted, "exhausted"},
 		{"agent not ready", (*Plugin).Add, args(conf("1.0.0", nrSock, "")), types.ErrTryAgainLater, "not ready"},
 		{"status not ready", (*Plugin).Status, args(conf("1.1.0", nrSock, "")), types.ErrPluginNotAvailable, "not ready"},
 		{"status not running", (*Plugin).Status, args(conf("1.1.0", missing, "")), types.ErrPluginNotAvailable, "not running"},
