@@ -1,0 +1,460 @@
+package pipeline
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+func TestRangesWellFormed(t *testing.T) {
+	seen := map[[2]uint8]bool{}
+	for i, r := range Ranges {
+		if r.First > r.Last {
+			t.Errorf("range %d (%s/%s): First %d > Last %d", i, r.Pipeline, r.Stage, r.First, r.Last)
+		}
+		if r.Last >= 254 {
+			t.Errorf("range %d (%s/%s) uses reserved IDs", i, r.Pipeline, r.Stage)
+		}
+		if i > 0 {
+			prev := Ranges[i-1]
+			if r.First <= prev.Last {
+				t.Errorf("range %s/%s [%d-%d] overlaps or precedes %s/%s [%d-%d]", r.Pipeline, r.Stage, r.First, r.Last, prev.Pipeline, prev.Stage, prev.First, prev.Last)
+			}
+			if r.Pipeline == prev.Pipeline && r.Stage <= prev.Stage {
+				t.Errorf("pipeline %s: stage %s comes after %s but is not later", r.Pipeline, r.Stage, prev.Stage)
+			}
+			if r.Pipeline < prev.Pipeline {
+				t.Errorf("pipeline %s laid out after %s", r.Pipeline, prev.Pipeline)
+			}
+		}
+		k := [2]uint8{uint8(r.Pipeline), uint8(r.Stage)}
+		if seen[k] {
+			t.Errorf("stage %s/%s declared twice", r.Pipeline, r.Stage)
+		}
+		seen[k] = true
+	}
+	if Ranges[0].First != 0 || Ranges[0].Pipeline != flow.PipelineRoot {
+		t.Errorf("table 0 must be the root classifier, got %+v", Ranges[0])
+	}
+}
+
+type reg struct {
+	name   string
+	tables []sdk.Table
+	fields []flow.Field
+}
+
+func tbl(name string, p flow.Pipeline, s flow.Stage, exported bool) sdk.Table {
+	return sdk.Table{Name: name, Pipeline: p, Stage: s, Exported: exported}
+}
+
+type idRow struct {
+	Name, Owner string
+	ID          uint8
+}
+
+func layoutIDs(a *Arbiter) []idRow {
+	var out []idRow
+	for _, t := range a.Layout() {
+		out = append(out, idRow{t.Name, t.Owner, t.ID})
+	}
+	return out
+}
+
+func TestRegisterLayout(t *testing.T) {
+	cases := []struct {
+		name    string
+		regs    []reg
+		want    []idRow
+		wantErr error
+		errText []string // substrings the last registration's error must contain
+	}{
+		{
+			name: "two plugins fill their stages in declaration order",
+			regs: []reg{
+				{name: "a", tables: []sdk.Table{tbl("a.class", flow.PipelineRoot, flow.StageClassifier, false), tbl("a.route", flow.PipelineIP, flow.StageRouting, true), tbl("a.route2", flow.PipelineIP, flow.StageRouting, false)}},
+				{name: "b", tables: []sdk.Table{tbl("b.out", flow.PipelineIP, flow.StageOutput, false), tbl("b.route", flow.PipelineIP, flow.StageRouting, false)}},
+			},
+			want: []idRow{{"a.class", "a", 0}, {"a.route", "a", 90}, {"a.route2", "a", 91}, {"b.route", "b", 92}, {"b.out", "b", 200}},
+		},
+		{
+			name: "hot-loaded plugin fits between existing tables without renumbering",
+			regs: []reg{
+				{name: "a", tables: []sdk.Table{tbl("a.class", flow.PipelineRoot, flow.StageClassifier, false), tbl("a.out", flow.PipelineIP, flow.StageOutput, false)}},
+				{name: "c", tables: []sdk.Table{tbl("c.pol", flow.PipelineIP, flow.StageEgressSecurity, false), tbl("c.arp", flow.PipelineARP, flow.StageValidation, false)}},
+			},
+			want: []idRow{{"a.class", "a", 0}, {"c.arp", "c", 10}, {"c.pol", "c", 70}, {"a.out", "a", 200}},
+		},
+		{
+			name: "table name taken by another plugin is a conflict naming both",
+			regs: []reg{
+				{name: "a", tables: []sdk.Table{tbl("shared", flow.PipelineIP, flow.StageRouting, false)}},
+				{name: "b", tables: []sdk.Table{tbl("shared", flow.PipelineIP, flow.StageOutput, false)}},
+			},
+			want:    []idRow{{"shared", "a", 90}},
+			wantErr: sdk.ErrConflict,
+			errText: []string{`plugin "b"`, `table "shared" is already declared by plugin "a"`},
+		},
+		{
+			name: "stage missing from pipeline lists the stages it has",
+			regs: []reg{
+				{name: "a", tables: []sdk.Table{tbl("x", flow.PipelineARP, flow.StageRouting, false)}},
+			},
+			wantErr: sdk.ErrInvalid,
+			errText: []string{"pipeline arp has no stage Routing", "Validation Output"},
+		},
+		{
+			name: "every error is listed and nothing is assigned",
+			regs: []reg{
+				{name: "a", tables: []sdk.Table{tbl("ok", flow.PipelineIP, flow.StageRouting, false), tbl("", flow.PipelineIP, flow.StageRouting, false), tbl("ok", flow.PipelineIP, flow.StageOutput, false)},
+					fields: []flow.Field{{Name: "sdk.mine", Width: 3}, {Name: "wide", Width: 40}}},
+			},
+			wantErr: sdk.ErrInvalid,
+			errText: []string{"empty name", `"ok" declared twice`, "sdk. prefix is reserved", "width 40 out of range"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New()
+			var err error
+			for _, r := range tc.regs {
+				_, err = a.Register(r.name, r.tables, r.fields)
+			}
+			if tc.wantErr == nil && err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Register error = %v, want %v", err, tc.wantErr)
+			}
+			for _, s := range tc.errText {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+			if diff := cmp.Diff(tc.want, layoutIDs(a)); diff != "" {
+				t.Errorf("layout (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStageFull(t *testing.T) {
+	a := New()
+	var tables []sdk.Table
+	for i := range 8 {
+		tables = append(tables, tbl("c"+string(rune('a'+i)), flow.PipelineRoot, flow.StageClassifier, false))
+	}
+	if _, err := a.Register("a", tables, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Register("b", []sdk.Table{tbl("one-too-many", flow.PipelineRoot, flow.StageClassifier, false)}, nil)
+	if !errors.Is(err, sdk.ErrLimit) || !strings.Contains(err.Error(), "stage root/Classifier is full (table IDs 0-7") {
+		t.Fatalf("err = %v, want stage-full ErrLimit", err)
+	}
+}
+
+func TestReregisterKeepsIDsBitsPrefixAndBumpsRound(t *testing.T) {
+	a := New()
+	tables := []sdk.Table{tbl("a.class", flow.PipelineRoot, flow.StageClassifier, false), tbl("a.route", flow.PipelineIP, flow.StageRouting, false)}
+	fields := []flow.Field{{Name: "mark", Width: 8}, {Name: "flag", Width: 1}}
+	p1, err := a.Register("a", tables, fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register("b", []sdk.Table{tbl("b.route", flow.PipelineIP, flow.StageRouting, false)}, []flow.Field{{Name: "x", Width: 16}}); err != nil {
+		t.Fatal(err)
+	}
+	// Restart of a: declares one table fewer and a new one in the same stage.
+	p2, err := a.Register("a", []sdk.Table{tables[1], tbl("a.route.new", flow.PipelineIP, flow.StageRouting, false)}, fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.Prefix != p1.Prefix || p2.Round != p1.Round+1 {
+		t.Errorf("prefix/round = %d/%d, want %d/%d", p2.Prefix, p2.Round, p1.Prefix, p1.Round+1)
+	}
+	if diff := cmp.Diff(p1.Bits, p2.Bits); diff != "" {
+		t.Errorf("bits changed across restart (-before +after):\n%s", diff)
+	}
+	want := []idRow{{"a.route", "a", 90}, {"b.route", "b", 91}, {"a.route.new", "a", 92}}
+	if diff := cmp.Diff(want, layoutIDs(a)); diff != "" {
+		t.Errorf("layout (-want +got):\n%s", diff)
+	}
+}
+
+func TestFieldAllocation(t *testing.T) {
+	a := New()
+	pa, err := a.Register("a", nil, []flow.Field{{Name: "f27", Width: 27}, {Name: "f32", Width: 32}, {Name: "f1", Width: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := a.Register("b", nil, []flow.Field{{Name: "f27", Width: 27}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]flow.Bits{
+		"f27": {Reg: 0, Offset: 5, Width: 27}, // reg0[0..4] are well-known
+		"f32": {Reg: 2, Offset: 0, Width: 32}, // reg1 is sdk.target_ofport
+		"f1":  {Reg: 3, Offset: 0, Width: 1},
+	}
+	if diff := cmp.Diff(want, pa.Bits); diff != "" {
+		t.Errorf("a bits (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]flow.Bits{"f27": {Reg: 3, Offset: 1, Width: 27}}, pb.Bits); diff != "" {
+		t.Errorf("b bits (-want +got):\n%s", diff)
+	}
+	a.Unregister("a")
+	pc, err := a.Register("c", nil, []flow.Field{{Name: "g", Width: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]flow.Bits{"g": {Reg: 0, Offset: 5, Width: 20}}, pc.Bits); diff != "" {
+		t.Errorf("freed bits not reused (-want +got):\n%s", diff)
+	}
+	// Exhaust: 13 more full registers fit (reg2, reg4..reg15), the next does not.
+	var many []flow.Field
+	for i := range 14 {
+		many = append(many, flow.Field{Name: "w" + string(rune('a'+i)), Width: 32})
+	}
+	if _, err := a.Register("d", nil, many); !errors.Is(err, sdk.ErrLimit) {
+		t.Errorf("exhausting registers: err = %v, want ErrLimit", err)
+	}
+	if _, ok := a.Plugin("d"); ok {
+		t.Errorf("failed registration left plugin d behind")
+	}
+}
+
+// twoPlugins builds the layout the resolve tests use:
+//
+//	a: a.class (root/Classifier, 0), a.route (ip/Routing, 90, exported), a.priv (ip/Switching, 130)
+//	b: b.val (ip/Validation, 30), b.out (ip/Output, 200)
+func twoPlugins(t *testing.T) *Arbiter {
+	t.Helper()
+	a := New()
+	if _, err := a.Register("a", []sdk.Table{
+		tbl("a.class", flow.PipelineRoot, flow.StageClassifier, false),
+		tbl("a.route", flow.PipelineIP, flow.StageRouting, true),
+		tbl("a.priv", flow.PipelineIP, flow.StageSwitching, false),
+	}, []flow.Field{{Name: "mark", Width: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register("b", []sdk.Table{
+		tbl("b.val", flow.PipelineIP, flow.StageValidation, false),
+		tbl("b.out", flow.PipelineIP, flow.StageOutput, false),
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestResolve(t *testing.T) {
+	mark := flow.Field{Name: "mark", Width: 8}
+	cases := []struct {
+		name    string
+		owner   string
+		flow    flow.Flow
+		want    string // resolved text
+		wantErr error
+		errText []string
+	}{
+		{
+			name:  "classifier hands to the IP pipeline and sets well-known field",
+			owner: "a",
+			flow: flow.Flow{Table: "a.class", Priority: 100, Match: flow.Match{}.InPort(3).IPv4(),
+				Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceLocal)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+			want: "cookie=0x1000100000000, table=0, priority=100, ip,in_port=3 actions=load:0x1->reg0[0..3],goto_table:30",
+		},
+		{
+			name:  "next table crosses plugins",
+			owner: "b",
+			flow:  flow.Flow{Table: "b.val", Priority: 10, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Goto: flow.NextTable(), Tag: 7},
+			want:  "cookie=0x2000100000007, table=30, priority=10, ip,nw_src=10.0.0.1 actions=goto_table:90",
+		},
+		{
+			name:  "goto stage picks the first table at or after it",
+			owner: "b",
+			flow:  flow.Flow{Table: "b.val", Priority: 10, Goto: flow.GotoStage(flow.StagePostRouting)},
+			want:  "cookie=0x2000100000000, table=30, priority=10 actions=goto_table:130",
+		},
+		{
+			name:  "private register field resolves to allocated bits, in match and action",
+			owner: "a",
+			flow: flow.Flow{Table: "a.route", Priority: 5, Match: flow.Match{}.Field(mark, 0x2a),
+				Actions: []flow.Action{flow.LoadField(mark, 1), flow.Conntrack(flow.CT{Commit: true, Resume: flow.GotoTable("b.out")})}, Goto: flow.GotoTable("a.priv")},
+			want: "cookie=0x1000100000000, table=90, priority=5, reg0=0x540/0x1fe0 actions=load:0x1->reg0[5..12],ct(commit,table=200),goto_table:130",
+		},
+		{
+			name:  "writing into an exported table is allowed",
+			owner: "b",
+			flow:  flow.Flow{Table: "a.route", Priority: 50, Actions: []flow.Action{flow.Output(4)}},
+			want:  "cookie=0x2000100000000, table=90, priority=50 actions=output:4",
+		},
+		{
+			name:    "writing into another plugin's private table is refused naming both",
+			owner:   "b",
+			flow:    flow.Flow{Table: "a.priv", Priority: 50},
+			wantErr: sdk.ErrNotOwner,
+			errText: []string{`plugin "b" may not write into table "a.priv" (ID 130): it is private to plugin "a"`},
+		},
+		{
+			name:    "unknown table",
+			owner:   "a",
+			flow:    flow.Flow{Table: "nope", Priority: 1},
+			wantErr: sdk.ErrUnknownTable,
+			errText: []string{`no table named "nope"`},
+		},
+		{
+			name:    "backward goto is refused",
+			owner:   "b",
+			flow:    flow.Flow{Table: "b.out", Priority: 1, Goto: flow.GotoTable("a.route")},
+			wantErr: sdk.ErrBackwardJump,
+			errText: []string{`table "b.out" (ID 200) jumps @a.route to table "a.route" (ID 90)`},
+		},
+		{
+			name:    "goto own stage from its first table is backward (a loop)",
+			owner:   "b",
+			flow:    flow.Flow{Table: "b.val", Priority: 1, Goto: flow.GotoStage(flow.StageValidation)},
+			wantErr: sdk.ErrBackwardJump,
+		},
+		{
+			name:    "backward ct resume is refused",
+			owner:   "a",
+			flow:    flow.Flow{Table: "a.priv", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Resume: flow.GotoTable("a.route")})}},
+			wantErr: sdk.ErrBackwardJump,
+		},
+		{
+			name:    "next table after the last table of the pipeline",
+			owner:   "b",
+			flow:    flow.Flow{Table: "b.out", Priority: 1, Goto: flow.NextTable()},
+			wantErr: sdk.ErrUnknownTable,
+			errText: []string{"last table of pipeline ip"},
+		},
+		{
+			name:    "another plugin's field is unallocated for this one",
+			owner:   "b",
+			flow:    flow.Flow{Table: "b.val", Priority: 1, Match: flow.Match{}.Field(mark, 1)},
+			wantErr: sdk.ErrUnallocatedField,
+			errText: []string{`plugin "b"`, `register field "mark"`, "did not request"},
+		},
+		{
+			name:    "field used with the wrong width",
+			owner:   "a",
+			flow:    flow.Flow{Table: "a.route", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.Field{Name: "mark", Width: 4}, 1)}},
+			wantErr: sdk.ErrUnallocatedField,
+			errText: []string{"requested with 8 bits but is used with 4"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := twoPlugins(t)
+			f := tc.flow
+			r, err := a.Resolve(tc.owner, &f)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				for _, s := range tc.errText {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not mention %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, r.String()); diff != "" {
+				t.Errorf("resolved text (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHotLoadChangesNextTable(t *testing.T) {
+	a := twoPlugins(t)
+	f := flow.Flow{Table: "b.val", Priority: 1, Goto: flow.NextTable()}
+	r1, err := a.Resolve("b", &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register("c", []sdk.Table{tbl("c.ct", flow.PipelineIP, flow.StageConntrackState, false)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.Resolve("b", &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r1.Layout || r1.Goto != 90 || r2.Goto != 40 {
+		t.Errorf("next table before/after hot-load = %d/%d (layout-dependent %v), want 90/40", r1.Goto, r2.Goto, r1.Layout)
+	}
+}
+
+func TestMissFlows(t *testing.T) {
+	a := New()
+	if _, err := a.Register("a", []sdk.Table{
+		{Name: "c", Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissNext},
+		{Name: "d", Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Miss: sdk.MissController},
+		{Name: "e", Pipeline: flow.PipelineIP, Stage: flow.StageOutput, Miss: sdk.MissNext},
+		{Name: "f", Pipeline: flow.PipelineARP, Stage: flow.StageOutput, Miss: sdk.MissDrop},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, n := range []string{"c", "d", "e", "f"} {
+		r, err := a.MissFlow(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r != nil {
+			got[n] = r.String()
+		}
+	}
+	want := map[string]string{
+		"c": "cookie=0x1000100000000, table=30, priority=0 actions=goto_table:90",
+		"d": "cookie=0x1000100000000, table=90, priority=0 actions=controller(max_len=65535)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("miss flows (-want +got):\n%s", diff)
+	}
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	a := twoPlugins(t)
+	b, err := Restore(a.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a.Snapshot(), b.Snapshot()); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	// The restored plugin keeps its layout and gets the next round.
+	p, err := b.Register("a", []sdk.Table{
+		tbl("a.class", flow.PipelineRoot, flow.StageClassifier, false),
+		tbl("a.route", flow.PipelineIP, flow.StageRouting, true),
+		tbl("a.priv", flow.PipelineIP, flow.StageSwitching, false),
+	}, []flow.Field{{Name: "mark", Width: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Round != 2 || p.Prefix != 1 {
+		t.Errorf("restored plugin a: prefix %d round %d, want 1 and 2", p.Prefix, p.Round)
+	}
+	bad := a.Snapshot()
+	bad.Plugins[1].Tables[0].ID = 5 // b.val is ip/Validation, 30-39
+	if _, err := Restore(bad); err == nil || !strings.Contains(err.Error(), `table "b.val" ID 5 is outside stage ip/Validation`) {
+		t.Errorf("corrupt state accepted or wrong error: %v", err)
+	}
+}
+
+func TestCookie(t *testing.T) {
+	c := Cookie(3, 7, 0xdeadbeef)
+	p, r, tag := SplitCookie(c)
+	if c != 0x0003_0007_dead_beef || p != 3 || r != 7 || tag != 0xdeadbeef {
+		t.Errorf("Cookie(3,7,0xdeadbeef) = %#x -> %d/%d/%#x", c, p, r, tag)
+	}
+}

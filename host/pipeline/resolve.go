@@ -1,0 +1,244 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// TableNone marks "no jump".
+const TableNone uint8 = 0xff
+
+// Resolved is a flow checked against the layout, with everything symbolic
+// made concrete. Flow is the plugin's original, kept so the flow can be
+// re-resolved when the layout changes (a hot-loaded table can become the
+// "next table").
+type Resolved struct {
+	Owner   string
+	Flow    *flow.Flow
+	TableID uint8
+	Cookie  uint64
+	// Goto is the goto_table target, TableNone if the flow has none.
+	Goto uint8
+	// CTResume has one entry per ct action, in order: its table=, or TableNone.
+	CTResume []uint8
+	// Fields maps every register field the flow uses to its bits.
+	Fields map[string]flow.Bits
+	// Prefix is the owner's cookie prefix (for group and meter IDs).
+	Prefix uint16
+	// Layout says the flow uses NextTable or GotoStage, so its targets
+	// depend on which tables exist.
+	Layout bool
+}
+
+// Key is the switch identity of a resolved flow: table ID, priority and the
+// match with register fields resolved to bits.
+type Key struct {
+	Table    uint8
+	Priority uint16
+	Match    string
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("table=%d, priority=%d, %s", k.Table, k.Priority, k.Match)
+}
+
+// Key returns the flow's switch identity.
+func (r *Resolved) Key() Key {
+	return Key{Table: r.TableID, Priority: r.Flow.Priority, Match: r.MatchString()}
+}
+
+// RegMatchString prints a register match resolved to bits, as ovs-ofctl does
+// ("reg3=0x100/0xff00").
+func RegMatchString(b flow.Bits, f flow.MatchField) string {
+	v := uint32(f.Uint()) << b.Offset
+	m := uint32(f.MaskUint()) << b.Offset & b.Mask()
+	if m == 0xffffffff {
+		return fmt.Sprintf("reg%d=%#x", b.Reg, v)
+	}
+	return fmt.Sprintf("reg%d=%#x/%#x", b.Reg, v, m)
+}
+
+// MatchString is the resolved match text.
+func (r *Resolved) MatchString() string {
+	return r.Flow.Match.Format(func(f flow.MatchField) string {
+		if f.Kind == flow.MatchRegField {
+			return RegMatchString(r.Fields[f.Field.Name], f)
+		}
+		return f.String()
+	})
+}
+
+// String is the canonical resolved text, close to ovs-ofctl dump-flows:
+//
+//	cookie=0x1000100000000, table=0, priority=100, ip,in_port=3 actions=load:0x1->reg0[0..3],goto_table:30
+func (r *Resolved) String() string {
+	// Flow.Format prints ct(table=) jumps in action order, then the Goto.
+	var jumps []uint8
+	for _, id := range r.CTResume {
+		if id != TableNone {
+			jumps = append(jumps, id)
+		}
+	}
+	jumps = append(jumps, r.Goto)
+	n := 0
+	p := flow.Printer{
+		Field: func(f flow.Field) string { return r.Fields[f.Name].String() },
+		Jump: func(flow.Jump) string {
+			id := jumps[min(n, len(jumps)-1)]
+			n++
+			return fmt.Sprint(id)
+		},
+	}
+	return fmt.Sprintf("cookie=%#x, ", r.Cookie) + r.Flow.Format(fmt.Sprint(r.TableID), p, r.MatchString())
+}
+
+// Resolve checks one flow of a plugin and resolves it. Errors wrap the sdk
+// sentinels and name the plugin, table, field or jump at fault.
+func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
+	p, ok := a.plugins[owner]
+	if !ok {
+		return nil, fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
+	}
+	t, ok := a.tables[f.Table]
+	if !ok {
+		return nil, fmt.Errorf("%w: plugin %q: flow %s: no table named %q is declared", sdk.ErrUnknownTable, owner, f, f.Table)
+	}
+	if t.Owner != owner && !t.Exported {
+		return nil, fmt.Errorf("%w: plugin %q may not write into table %q (ID %d): it is private to plugin %q", sdk.ErrNotOwner, owner, t.Name, t.ID, t.Owner)
+	}
+	r := &Resolved{Owner: owner, Flow: f, TableID: t.ID, Cookie: Cookie(p.Prefix, p.Round, f.Tag), Goto: TableNone, Prefix: p.Prefix}
+	if err := a.resolveFields(p, r, f.Fields()); err != nil {
+		return nil, err
+	}
+	for _, act := range f.Actions {
+		if act.Kind != flow.ActCT {
+			continue
+		}
+		id := TableNone
+		if act.CT != nil && act.CT.Resume.Kind != flow.JumpNone {
+			var err error
+			if id, err = a.resolveJump(owner, t, act.CT.Resume, r); err != nil {
+				return nil, err
+			}
+		}
+		r.CTResume = append(r.CTResume, id)
+	}
+	if f.Goto.Kind != flow.JumpNone {
+		id, err := a.resolveJump(owner, t, f.Goto, r)
+		if err != nil {
+			return nil, err
+		}
+		r.Goto = id
+	}
+	return r, nil
+}
+
+func (a *Arbiter) resolveFields(p *Plugin, r *Resolved, used []flow.Field) error {
+	if len(used) == 0 {
+		return nil
+	}
+	wk := wellKnown
+	r.Fields = make(map[string]flow.Bits, len(used))
+	for _, f := range used {
+		if b, ok := wk[f.Name]; ok {
+			if b.Width != f.Width {
+				return fmt.Errorf("%w: plugin %q: well-known field %q is %d bits, used as %d", sdk.ErrUnallocatedField, p.Name, f.Name, b.Width, f.Width)
+			}
+			r.Fields[f.Name] = b
+			continue
+		}
+		b, ok := p.Bits[f.Name]
+		if !ok {
+			return fmt.Errorf("%w: plugin %q: flow in table %q uses register field %q, which the plugin did not request in Describe", sdk.ErrUnallocatedField, p.Name, r.Flow.Table, f.Name)
+		}
+		if b.Width != f.Width {
+			return fmt.Errorf("%w: plugin %q: register field %q was requested with %d bits but is used with %d", sdk.ErrUnallocatedField, p.Name, f.Name, b.Width, f.Width)
+		}
+		r.Fields[f.Name] = b
+	}
+	return nil
+}
+
+var wellKnown = flow.WellKnownBits()
+
+func (a *Arbiter) resolveJump(owner string, from *Table, j flow.Jump, r *Resolved) (uint8, error) {
+	var target *Table
+	switch j.Kind {
+	case flow.JumpNext:
+		r.Layout = true
+		target = a.nextTable(from)
+		if target == nil {
+			return 0, fmt.Errorf("%w: plugin %q: flow in table %q (ID %d) jumps to the next table, but it is the last table of pipeline %s", sdk.ErrUnknownTable, owner, from.Name, from.ID, from.Pipeline)
+		}
+	case flow.JumpStage, flow.JumpStageIn:
+		r.Layout = true
+		pl := from.Pipeline
+		if j.Kind == flow.JumpStageIn {
+			pl = j.Pipeline
+		}
+		target = a.firstAtOrAfter(pl, j.Stage)
+		if target == nil {
+			return 0, fmt.Errorf("%w: plugin %q: flow in table %q jumps to stage %s/%s, but no table is declared at or after it", sdk.ErrUnknownTable, owner, from.Name, pl, j.Stage)
+		}
+	case flow.JumpTable:
+		t, ok := a.tables[j.Table]
+		if !ok {
+			return 0, fmt.Errorf("%w: plugin %q: flow in table %q jumps to table %q, which is not declared", sdk.ErrUnknownTable, owner, from.Name, j.Table)
+		}
+		target = t
+	default:
+		return 0, fmt.Errorf("%w: plugin %q: unknown jump kind %d", sdk.ErrInvalid, owner, j.Kind)
+	}
+	if target.ID <= from.ID {
+		return 0, fmt.Errorf("%w: plugin %q: flow in table %q (ID %d) jumps %s to table %q (ID %d); goto_table only moves forward",
+			sdk.ErrBackwardJump, owner, from.Name, from.ID, j, target.Name, target.ID)
+	}
+	return target.ID, nil
+}
+
+// nextTable is the assigned table after t in t's pipeline.
+func (a *Arbiter) nextTable(t *Table) *Table {
+	var best *Table
+	for _, c := range a.tables {
+		if c.Pipeline == t.Pipeline && c.ID > t.ID && (best == nil || c.ID < best.ID) {
+			best = c
+		}
+	}
+	return best
+}
+
+// firstAtOrAfter is the lowest-ID table of pipeline p in stage s or later.
+func (a *Arbiter) firstAtOrAfter(p flow.Pipeline, s flow.Stage) *Table {
+	var best *Table
+	for _, c := range a.tables {
+		if c.Pipeline == p && c.Stage >= s && (best == nil || c.ID < best.ID) {
+			best = c
+		}
+	}
+	return best
+}
+
+// MissFlow returns the table-miss flow the host installs for a table, or
+// nil for MissDrop (the OpenFlow default needs no flow). It is owned by the
+// table's owner and carries its cookie.
+func (a *Arbiter) MissFlow(table string) (*Resolved, error) {
+	t, ok := a.tables[table]
+	if !ok {
+		return nil, fmt.Errorf("%w: no table named %q", sdk.ErrUnknownTable, table)
+	}
+	f := &flow.Flow{Table: table, Priority: 0}
+	switch t.Miss {
+	case sdk.MissDrop:
+		return nil, nil
+	case sdk.MissNext:
+		if a.nextTable(t) == nil {
+			return nil, nil // last table: a miss drops
+		}
+		f.Goto = flow.NextTable()
+	case sdk.MissController:
+		f.Actions = []flow.Action{flow.Controller(0xffff, nil)}
+	}
+	return a.Resolve(t.Owner, f)
+}
