@@ -489,6 +489,15 @@ func (e *Engine) Unwatch(node string) {
 	}
 }
 
+// SnapshotFunc calls fn with node's snapshot while the engine is locked, so
+// fn can record the position of the event stream the snapshot is consistent
+// with. It does not change whether node is watched.
+func (e *Engine) SnapshotFunc(node string, fn func(NodeSnapshot)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.snapshot(e.nodeIdx(node)))
+}
+
 // Snapshot returns what node needs, without watching it.
 func (e *Engine) Snapshot(node string) NodeSnapshot {
 	e.mu.Lock()
