@@ -36,6 +36,9 @@ type Plugin struct {
 	// Fields are the plugin's own register fields.
 	Fields map[string]flow.Field
 	Bits   map[string]flow.Bits
+	// Unswept are earlier rounds whose flows may still be on the switch;
+	// they are deleted (by cookie) when the plugin says it is synced.
+	Unswept []uint16
 }
 
 // Arbiter holds the layout. It is not safe for concurrent use; the host
@@ -68,6 +71,7 @@ func (a *Arbiter) clone() *Arbiter {
 		pp.Tables = slices.Clone(p.Tables)
 		pp.Fields = maps.Clone(p.Fields)
 		pp.Bits = maps.Clone(p.Bits)
+		pp.Unswept = slices.Clone(p.Unswept)
 		c.plugins[n] = &pp
 	}
 	return c
@@ -100,6 +104,9 @@ func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field)
 		}
 		p = &Plugin{Name: name, Prefix: prefix, Fields: map[string]flow.Field{}, Bits: map[string]flow.Bits{}}
 		a.plugins[name] = p
+	}
+	if p.Round != 0 && !slices.Contains(p.Unswept, p.Round) {
+		p.Unswept = append(p.Unswept, p.Round)
 	}
 	p.Round++
 	if p.Round == 0 { // 0 never appears in a cookie, so a fresh switch has no "current" flows by accident
@@ -235,6 +242,13 @@ func (a *Arbiter) allocBits(width uint8) (flow.Bits, error) {
 		}
 	}
 	return flow.Bits{}, fmt.Errorf("%w: no %d free contiguous bits left in reg0-reg15", sdk.ErrLimit, width)
+}
+
+// Swept records that the plugin's earlier rounds are gone from the switch.
+func (a *Arbiter) Swept(name string) {
+	if p, ok := a.plugins[name]; ok {
+		p.Unswept = nil
+	}
 }
 
 // Unregister removes a plugin with its tables and fields. It returns the

@@ -178,6 +178,9 @@ func TestReregisterKeepsIDsBitsPrefixAndBumpsRound(t *testing.T) {
 	if p2.Prefix != p1.Prefix || p2.Round != p1.Round+1 {
 		t.Errorf("prefix/round = %d/%d, want %d/%d", p2.Prefix, p2.Round, p1.Prefix, p1.Round+1)
 	}
+	if diff := cmp.Diff([]uint16{1}, p2.Unswept); diff != "" {
+		t.Errorf("unswept rounds (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff(p1.Bits, p2.Bits); diff != "" {
 		t.Errorf("bits changed across restart (-before +after):\n%s", diff)
 	}

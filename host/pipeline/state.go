@@ -24,6 +24,8 @@ type PluginState struct {
 	Tables []Table               `json:"tables"`
 	Fields map[string]flow.Field `json:"fields,omitempty"`
 	Bits   map[string]flow.Bits  `json:"bits,omitempty"`
+	// Unswept are rounds that may still have flows on the switch.
+	Unswept []uint16 `json:"unswept,omitempty"`
 }
 
 // Snapshot returns the current state.
@@ -31,7 +33,7 @@ func (a *Arbiter) Snapshot() State {
 	var s State
 	for _, n := range a.PluginNames() {
 		p := a.plugins[n]
-		ps := PluginState{Name: n, Prefix: p.Prefix, Round: p.Round, Fields: maps.Clone(p.Fields), Bits: maps.Clone(p.Bits)}
+		ps := PluginState{Name: n, Prefix: p.Prefix, Round: p.Round, Fields: maps.Clone(p.Fields), Bits: maps.Clone(p.Bits), Unswept: slices.Clone(p.Unswept)}
 		for _, tn := range p.Tables {
 			ps.Tables = append(ps.Tables, *a.tables[tn])
 		}
@@ -56,7 +58,7 @@ func Restore(s State) (*Arbiter, error) {
 			return nil, fmt.Errorf("state: plugins %q and %q share cookie prefix %d", other, ps.Name, ps.Prefix)
 		}
 		prefixes[ps.Prefix] = ps.Name
-		p := &Plugin{Name: ps.Name, Prefix: ps.Prefix, Round: ps.Round, Fields: map[string]flow.Field{}, Bits: map[string]flow.Bits{}}
+		p := &Plugin{Name: ps.Name, Prefix: ps.Prefix, Round: ps.Round, Fields: map[string]flow.Field{}, Bits: map[string]flow.Bits{}, Unswept: slices.Clone(ps.Unswept)}
 		for _, t := range ps.Tables {
 			r, ok := rangeOf(t.Pipeline, t.Stage)
 			if !ok || t.ID < r.First || t.ID > r.Last {
