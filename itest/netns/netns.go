@@ -2,8 +2,10 @@ package netns
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
@@ -91,4 +93,46 @@ func List(prefix string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// Listen opens a listening socket inside the named namespace. The socket
+// stays in that namespace for its whole life, whichever thread uses it later,
+// which is how the harness serves addresses inside nodes and pods from the
+// test process itself.
+func Listen(name, network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := Do(name, func() error {
+		var err error
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s %s in namespace %q: %w", network, addr, name, err)
+	}
+	return l, nil
+}
+
+// ListenPacket is Listen for datagram sockets.
+func ListenPacket(name, network, addr string) (net.PacketConn, error) {
+	var c net.PacketConn
+	err := Do(name, func() error {
+		var err error
+		c, err = net.ListenPacket(network, addr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s %s in namespace %q: %w", network, addr, name, err)
+	}
+	return c, nil
+}
+
+// Dial connects from inside the named namespace.
+func Dial(name, network, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	err := Do(name, func() error {
+		var err error
+		c, err = net.DialTimeout(network, addr, timeout)
+		return err
+	})
+	return c, err
 }

@@ -1,0 +1,95 @@
+# Switchyard's front door. `make demo` and `make test` work on a fresh Debian
+# machine as root: they install what they need first (Debian packages via
+# apt-get, Go tools at pinned versions into ./bin).
+
+SHELL := /bin/bash
+export GOTOOLCHAIN := local
+export GOFLAGS := -buildvcs=false
+
+BIN := $(CURDIR)/bin
+GO ?= go
+
+# Pinned tool versions.
+STATICCHECK_VERSION    := v0.8.2
+PROTOC_GEN_GO_VERSION  := v1.36.12
+PROTOC_GEN_GRPC_VERSION := v1.6.0
+PROTOC_VERSION         := 3.21.12
+
+# Integration packages start real OVS, namespaces and apiservers; two at a
+# time is what a 2-core machine sustains without starving them.
+TEST_P ?= 2
+TEST_TIMEOUT ?= 40m
+BENCH_COUNT ?= 5
+
+.PHONY: all build deps tools test unit itest bench lint proto generate verify demo clean-itest clean help
+
+all: build
+
+help:
+	@echo "make demo        bring up a local multi-node cluster and print its connectivity"
+	@echo "make test        install dependencies and run every test (unit + integration)"
+	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs)"
+	@echo "make lint        go vet + staticcheck"
+	@echo "make proto       regenerate protobuf code;  make verify  checks generated code is current"
+	@echo "make clean-itest remove namespaces, processes and dirs left by a crashed run"
+
+deps:
+	@bash itest/scripts/deps.sh
+
+# kube-apiserver and etcd from the pinned tools module, cached per machine.
+tools:
+	@$(GO) run ./itest/upstream/cmd/ensure-tools >/dev/null
+
+build:
+	$(GO) build ./...
+	cd sdk && $(GO) build ./...
+
+test: deps tools
+	bash itest/scripts/clean-itest.sh >/dev/null
+	$(GO) vet ./...
+	cd sdk && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
+
+unit:
+	$(GO) test -short ./host/... ./controller/... ./cni/... ./plugins/...
+	cd sdk && $(GO) test ./...
+
+itest: deps tools
+	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./itest/...
+
+bench: deps tools
+	bash itest/scripts/bench.sh $(BENCH_COUNT)
+
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(BIN)/protoc-gen-go-grpc:
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VERSION)
+
+lint: $(BIN)/staticcheck
+	$(GO) vet ./...
+	$(BIN)/staticcheck ./...
+	cd sdk && $(GO) vet ./... && $(BIN)/staticcheck ./...
+
+proto: deps $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+	@protoc --version | grep -q "libprotoc $(PROTOC_VERSION)" || { echo "proto: need protoc $(PROTOC_VERSION) (Debian bookworm's protobuf-compiler), found $$(protoc --version)"; exit 1; }
+	PATH=$(BIN):$$PATH bash itest/scripts/proto.sh
+
+generate: proto
+
+# Regenerates everything generated and fails if the committed copy differs.
+verify: generate
+	@git diff --exit-code -- '*.pb.go' || { echo "verify: generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- '*.pb.go')" || { echo "verify: untracked generated files: run 'make generate' and commit"; exit 1; }
+
+demo: deps tools
+	$(GO) run ./itest/cmd/demo $(DEMO_ARGS)
+
+clean-itest:
+	@bash itest/scripts/clean-itest.sh
+
+clean: clean-itest
+	rm -rf $(BIN)

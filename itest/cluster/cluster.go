@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"switchyard.dev/switchyard/itest/netns"
+	"switchyard.dev/switchyard/itest/ovs"
+	"switchyard.dev/switchyard/itest/testenv"
+)
+
+// UnderlayCIDR is the node underlay. 198.18.0.0/15 is reserved for network
+// benchmarking (RFC 2544), so it never clashes with a real network; it exists
+// only inside the harness's own namespaces.
+const UnderlayCIDR = "198.18.0.0/24"
+
+// Options configures Start.
+type Options struct {
+	// Nodes is how many nodes to create (default 1).
+	Nodes int
+	// Client, if set, is used to register a Node object per node.
+	Client kubernetes.Interface
+	// DualStack also gives each node an IPv6 pod CIDR.
+	DualStack bool
+	// StartAgent, if set, runs once per node after the node's namespace,
+	// underlay and OVS are up and its Node object exists. It starts whatever
+	// runs on the node (the Switchyard agent) and registers its cleanup on t.
+	StartAgent func(t testenv.T, n *Node)
+}
+
+// Cluster is a running set of nodes on one underlay.
+type Cluster struct {
+	Fabric string // namespace holding the underlay bridge
+	Nodes  []*Node
+	client kubernetes.Interface
+
+	mu   sync.Mutex
+	pods map[string]*Pod
+}
+
+// Node is one simulated Kubernetes node.
+type Node struct {
+	Index int
+	// Name is the Kubernetes node name.
+	Name string
+	// NetNS is the node's network namespace: its "host network".
+	NetNS string
+	// UnderlayIP is the node's InternalIP, on its eth0.
+	UnderlayIP net.IP
+	// PodCIDR and PodCIDRv6 (dual-stack only) are the node's pod ranges.
+	PodCIDR, PodCIDRv6 *net.IPNet
+	// OVS is the node's own ovsdb-server and ovs-vswitchd, with br-int.
+	OVS *ovs.Switch
+	// CNIConfDir and CNIBinDir are where the node's CNI config and plugins
+	// live; the harness invokes CNI from them when it adds a pod here.
+	CNIConfDir, CNIBinDir string
+	// Dir is the node's scratch directory.
+	Dir string
+}
+
+// Start creates the fabric and every node. Everything is removed on cleanup,
+// in reverse order of creation.
+func Start(t testenv.T, opts Options) *Cluster {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.LookPath(t, "ip", "iproute2")
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.Nodes > 200 {
+		t.Fatalf("cluster.Start: %d nodes requested; the underlay %s holds at most 200", opts.Nodes, UnderlayCIDR)
+	}
+	c := &Cluster{client: opts.Client, pods: map[string]*Pod{}}
+	c.Fabric = netns.Create(t, testenv.Name("fab"))
+	run(t, "ip", "-n", c.Fabric, "link", "add", "fabric", "type", "bridge")
+	run(t, "ip", "-n", c.Fabric, "link", "set", "fabric", "up")
+
+	for i := 1; i <= opts.Nodes; i++ {
+		n := c.addNode(t, i, opts)
+		c.Nodes = append(c.Nodes, n)
+	}
+	if opts.StartAgent != nil {
+		for _, n := range c.Nodes {
+			opts.StartAgent(t, n)
+		}
+	}
+	return c
+}
+
+func (c *Cluster) addNode(t testenv.T, i int, opts Options) *Node {
+	t.Helper()
+	n := &Node{
+		Index:      i,
+		Name:       fmt.Sprintf("node-%d", i),
+		UnderlayIP: net.IPv4(198, 18, 0, byte(i)).To4(),
+		PodCIDR:    &net.IPNet{IP: net.IPv4(10, 244, byte(i), 0).To4(), Mask: net.CIDRMask(24, 32)},
+	}
+	if opts.DualStack {
+		ip := net.ParseIP(fmt.Sprintf("fd00:10:244:%x::", i))
+		n.PodCIDRv6 = &net.IPNet{IP: ip, Mask: net.CIDRMask(64, 128)}
+	}
+	n.NetNS = netns.Create(t, testenv.Name(fmt.Sprintf("n%d", i)))
+	n.Dir = testenv.Dir(t, fmt.Sprintf("n%d", i))
+	n.CNIConfDir = n.Dir + "/cni/net.d"
+	n.CNIBinDir = n.Dir + "/cni/bin"
+
+	// The veth is created with each end directly in its namespace, so its
+	// names only need to be unique inside those namespaces.
+	port := fmt.Sprintf("n%d", i)
+	run(t, "ip", "link", "add", "eth0", "netns", n.NetNS, "type", "veth", "peer", "name", port, "netns", c.Fabric)
+	run(t, "ip", "-n", c.Fabric, "link", "set", port, "master", "fabric", "up")
+	run(t, "ip", "-n", n.NetNS, "addr", "add", n.UnderlayIP.String()+"/24", "dev", "eth0")
+	run(t, "ip", "-n", n.NetNS, "link", "set", "eth0", "up")
+
+	n.OVS = ovs.Start(t, ovs.Options{Name: fmt.Sprintf("n%d-ovs", i), NetNS: n.NetNS})
+	n.OVS.AddBridge(t, "br-int")
+
+	if c.client != nil {
+		c.registerNode(t, n)
+	}
+	return n
+}
+
+func (c *Cluster) registerNode(t testenv.T, n *Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cidrs := []string{n.PodCIDR.String()}
+	if n.PodCIDRv6 != nil {
+		cidrs = append(cidrs, n.PodCIDRv6.String())
+	}
+	obj := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{"kubernetes.io/hostname": n.Name}},
+		Spec:       corev1.NodeSpec{PodCIDR: cidrs[0], PodCIDRs: cidrs},
+	}
+	created, err := c.client.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating Node %s: %v", n.Name, err)
+	}
+	created.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: n.UnderlayIP.String()},
+		{Type: corev1.NodeHostName, Address: n.Name},
+	}
+	created.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "HarnessNode",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+	}}
+	if _, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("setting status of Node %s: %v", n.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+	})
+}
+
+// Exec runs a command inside the node's namespace.
+func (n *Node) Exec(args ...string) (string, error) { return netns.Exec(n.NetNS, args...) }
+
+// Node returns the node with the given Kubernetes name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func run(t testenv.T, name string, args ...string) string {
+	t.Helper()
+	out, err := testenv.Run(name, args...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return strings.TrimSpace(out)
+}

@@ -1,0 +1,218 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/itest/upstream"
+)
+
+// ServiceCIDR is the Service ClusterIP range the apiserver allocates from.
+const ServiceCIDR = "10.96.0.0/16"
+
+// ServiceAccountIssuer is the issuer written into service-account tokens.
+const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
+
+// ControlPlane is a running etcd + kube-apiserver pair.
+type ControlPlane struct {
+	// URL is the apiserver's https endpoint on loopback.
+	URL string
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Client is an admin clientset built from Config.
+	Client kubernetes.Interface
+	// Kubeconfig is the path of a kubeconfig file for Config.
+	Kubeconfig string
+	// CAFile is the PEM CA that signed the apiserver's serving certificate.
+	CAFile string
+	// Dir holds data, keys and logs.
+	Dir string
+
+	etcd, apiserver *testenv.Process
+}
+
+// Start builds (or reuses cached) upstream binaries, starts etcd and
+// kube-apiserver and waits until the apiserver is ready. Both stop on cleanup.
+func Start(t testenv.T) *ControlPlane {
+	t.Helper()
+	toolsDir, err := testenv.SourceDir("tools")
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	bin, err := upstream.Ensure(toolsDir, t.Logf)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	cp := &ControlPlane{Dir: testenv.Dir(t, "cp")}
+	t.Cleanup(cp.Stop)
+	if err := cp.start(bin); err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	return cp
+}
+
+// freePort asks the kernel for an unused loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (cp *ControlPlane) start(bin string) error {
+	keys, err := makePKI(cp.Dir)
+	if err != nil {
+		return err
+	}
+	cp.CAFile = filepath.Join(cp.Dir, "ca.crt")
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return fmt.Errorf("finding a free loopback port: %w", err)
+		}
+	}
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	cp.etcd, err = testenv.StartProcess(testenv.ProcessSpec{
+		Name: "etcd", Path: filepath.Join(bin, "etcd"), Dir: cp.Dir,
+		Args: []string{"--name=itest", "--data-dir=" + filepath.Join(cp.Dir, "etcd"),
+			"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
+			"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=itest=" + peerURL, "--log-level=warn",
+			// Test data is thrown away, so durability is not worth the fsyncs.
+			"--unsafe-no-fsync"},
+	})
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP("etcd /health", cp.etcd, clientURL+"/health", nil, 30*time.Second); err != nil {
+		return err
+	}
+
+	token, err := randomToken()
+	if err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(cp.Dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token+",itest-admin,itest-admin-uid,system:masters\n"), 0o600); err != nil {
+		return err
+	}
+	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	cp.apiserver, err = testenv.StartProcess(testenv.ProcessSpec{
+		Name: "kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Dir: cp.Dir,
+		Args: []string{
+			"--etcd-servers=" + clientURL,
+			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[2]),
+			"--tls-cert-file=" + keys.servingCert, "--tls-private-key-file=" + keys.servingKey,
+			"--token-auth-file=" + tokenFile,
+			"--authorization-mode=RBAC",
+			"--service-account-issuer=" + ServiceAccountIssuer,
+			"--service-account-key-file=" + keys.saPub,
+			"--service-account-signing-key-file=" + keys.saKey,
+			"--service-cluster-ip-range=" + ServiceCIDR,
+			// No controller-manager runs here to create each namespace's
+			// "default" ServiceAccount, which that admission plugin insists on.
+			"--disable-admission-plugins=ServiceAccount",
+			"--endpoint-reconciler-type=none",
+			"--allow-privileged=true", "--profiling=false", "--v=1",
+		},
+	})
+	if err != nil {
+		return err
+	}
+	cp.Config = &rest.Config{
+		Host:            cp.URL,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: keys.caPEM},
+		QPS:             200, Burst: 400,
+	}
+	if err := waitHTTP("kube-apiserver /readyz", cp.apiserver, cp.URL+"/readyz", cp.Config, 60*time.Second); err != nil {
+		return err
+	}
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return err
+	}
+	cp.Kubeconfig = filepath.Join(cp.Dir, "kubeconfig")
+	return cp.writeKubeconfig(token, keys.caPEM)
+}
+
+func (cp *ControlPlane) writeKubeconfig(token string, ca []byte) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["itest"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["itest"] = &clientcmdapi.Context{Cluster: "itest", AuthInfo: "admin"}
+	cfg.CurrentContext = "itest"
+	return clientcmd.WriteToFile(*cfg, cp.Kubeconfig)
+}
+
+// Stop ends the apiserver and etcd. It is idempotent.
+func (cp *ControlPlane) Stop() {
+	if cp.apiserver != nil {
+		cp.apiserver.Stop(5 * time.Second)
+	}
+	if cp.etcd != nil {
+		cp.etcd.Stop(5 * time.Second)
+	}
+}
+
+// APIServerLog returns the tail of the apiserver log, for failure messages.
+func (cp *ControlPlane) APIServerLog(lines int) string { return cp.apiserver.Tail(lines) }
+
+func randomToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// waitHTTP polls url until it answers 200, failing fast if the process died
+// and translating "address already in use" into an actionable message.
+func waitHTTP(what string, p *testenv.Process, url string, cfg *rest.Config, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	if cfg != nil {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return err
+		}
+		client.Transport = rt
+	}
+	return testenv.Eventually(what, timeout, 100*time.Millisecond, func() error {
+		if p.Exited() {
+			tail := p.Tail(30)
+			if strings.Contains(tail, "address already in use") {
+				return errors.New(p.Name + " could not bind its port (address already in use): free the port or run `make clean-itest` to stop leftovers of a crashed run")
+			}
+			return fmt.Errorf("%s exited; last log lines:\n%s", p.Name, tail)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return nil
+	})
+}
