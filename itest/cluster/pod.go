@@ -277,4 +277,3 @@ func (c *Cluster) Pods() []*Pod {
 	}
 	return out
 }
-
