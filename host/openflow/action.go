@@ -34,6 +34,7 @@ const (
 	atGroup     uint16 = 22
 	atDecNwTTL  uint16 = 24
 	atSetField  uint16 = 25
+	atCopyField uint16 = 28
 	atMeter     uint16 = 29
 	atVendor    uint16 = 0xffff
 	nxResubmit  uint16 = 1
@@ -82,8 +83,11 @@ type Output struct {
 
 func (a Output) appendAction(b []byte) ([]byte, error) {
 	if a.MaxLen != 0 && a.Port != PortController {
+		if a.Port > 0xfeff && a.Port < PortMax {
+			return b, encodeError("output", "port %d does not fit the 16-bit truncating output port", a.Port)
+		}
 		b, s := beginNX(b, nxTrunc)
-		b = put32(b, a.Port)
+		b = put16(b, Resubmit{Port: a.Port}.port16())
 		b = put32(b, uint32(a.MaxLen))
 		return endAction(b, s), nil
 	}
@@ -336,10 +340,13 @@ func (a Move) appendAction(b []byte) ([]byte, error) {
 	if a.Src.nbits() != a.Dst.nbits() {
 		return b, encodeError("move", "source is %d bits but destination is %d bits", a.Src.nbits(), a.Dst.nbits())
 	}
-	b, s := beginNX(b, nxRegMove)
+	// OpenFlow 1.5 has move as a standard action, OFPAT_COPY_FIELD; OVS
+	// refuses NXAST_REG_MOVE in 1.5.
+	b, s := beginAction(b, atCopyField)
 	b = put16(b, a.Src.nbits())
 	b = put16(b, a.Src.Ofs)
 	b = put16(b, a.Dst.Ofs)
+	b = zeros(b, 2)
 	b = put32(b, a.Src.Field.oxmHeader(false))
 	b = put32(b, a.Dst.Field.oxmHeader(false))
 	return endAction(b, s), nil

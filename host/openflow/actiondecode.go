@@ -51,6 +51,14 @@ func decodeAction(r *reader) (Action, error) {
 		a = DecTTL{}
 	case atMeter:
 		a = Meter{ID: s.u32()}
+	case atCopyField:
+		nb := s.u16()
+		so, do := s.u16(), s.u16()
+		s.skip(2)
+		src := decodeSubfieldHdr(s, nb)
+		dst := decodeSubfieldHdr(s, nb)
+		src.Ofs, dst.Ofs = so, do
+		a = Move{Src: src, Dst: dst}
 	case atSetField:
 		f, ok := decodeOXM(s)
 		if !ok {
@@ -114,7 +122,7 @@ func decodeNX(s *reader) (Action, error) {
 	case nxCTClear:
 		return CTClear{}, s.err
 	case nxTrunc:
-		return Output{Port: s.u32(), MaxLen: uint16(s.u32())}, s.err
+		return Output{Port: port32(s.u16()), MaxLen: uint16(s.u32())}, s.err
 	case nxLearn:
 		l, err := decodeLearn(s)
 		return l, err

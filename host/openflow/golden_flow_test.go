@@ -17,8 +17,8 @@ func mac(s string) net.HardwareAddr {
 	return m
 }
 
-func ip(s string) netip.Addr       { return netip.MustParseAddr(s) }
-func pfx(s string) netip.Prefix    { return netip.MustParsePrefix(s) }
+func ip(s string) netip.Addr         { return netip.MustParseAddr(s) }
+func pfx(s string) netip.Prefix      { return netip.MustParsePrefix(s) }
 func acts(a ...Action) []Instruction { return []Instruction{Apply(a...)} }
 
 var (

@@ -74,7 +74,8 @@ func appendBuckets(b []byte, buckets []Bucket) ([]byte, error) {
 		}
 		b = put32(b, id)
 		as := len(b)
-		b, err := appendActionList(b, bk.Actions)
+		var err error
+		b, err = appendActionList(b, bk.Actions)
 		if err != nil {
 			return b, err
 		}

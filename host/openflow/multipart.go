@@ -233,7 +233,8 @@ func (m *GroupDescReply) appendBody(b []byte) ([]byte, error) {
 		b = put16(b, 0)
 		b = zeros(b, 6)
 		bs := len(b)
-		b, err := appendBuckets(b, g.Buckets)
+		var err error
+		b, err = appendBuckets(b, g.Buckets)
 		if err != nil {
 			return b, err
 		}
