@@ -1,0 +1,228 @@
+package sdk_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/sdkhost"
+)
+
+// The test binary doubles as a plugin: with SDK_TEST_PLUGIN set, TestMain
+// serves testFeature instead of running tests, the way a real plugin main
+// calls sdk.Serve. That puts a real process, handshake and broker between
+// the halves.
+func TestMain(m *testing.M) {
+	if v := os.Getenv("SDK_TEST_PLUGIN"); v != "" {
+		n, _ := strconv.Atoi(v)
+		sdk.ServeVersion(&testFeature{}, n, os.Stderr)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type testFeature struct{}
+
+var (
+	markField = flow.Field{Name: "mark", Width: 8}
+	testFlow  = flow.Flow{Table: "t.class", Priority: 100, Match: flow.Match{}.InPort(1).IPv4(), Tag: 42,
+		Actions: []flow.Action{flow.LoadField(markField, 7), flow.Conntrack(flow.CT{Commit: true, Zone: 3, Resume: flow.GotoStage(flow.StageOutput)})},
+		Goto:    flow.NextTable()}
+)
+
+func (testFeature) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+	r.Name, r.Version = "t", "1.2.3"
+	r.Tables = []sdk.Table{{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true}}
+	r.Fields = []flow.Field{markField}
+	return nil
+}
+
+func (testFeature) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+	h := req.Host
+	h.Logger().Info("hello from plugin", "tables", len(req.Assignment.Tables), "config", string(req.Config))
+	b := flow.NewBatch().AddFlows(testFlow).AddGroup(flow.Group{ID: 1, Type: flow.GroupSelect, Buckets: []flow.Bucket{{Weight: 1, Actions: []flow.Action{flow.Output(2)}}}})
+	if err := h.Apply(ctx, b); err != nil {
+		return err
+	}
+	// The host refuses the second batch with ErrConflict; the sentinel must
+	// survive the wire.
+	err := h.Apply(ctx, flow.NewBatch().AddFlows(flow.Flow{Table: "other"}))
+	if !errors.Is(err, sdk.ErrConflict) {
+		return fmt.Errorf("second Apply: got %v, want ErrConflict", err)
+	}
+	p, err := h.CreatePort(ctx, sdk.PortRequest{Name: "p0", Type: "internal", Options: map[string]string{"k": "v"}})
+	if err != nil {
+		return err
+	}
+	if p.OFPort != 9 {
+		return fmt.Errorf("CreatePort ofport = %d, want 9", p.OFPort)
+	}
+	facts, err := h.NodeFacts(ctx)
+	if err != nil {
+		return err
+	}
+	if facts.Name != "node-1" || facts.PodCIDRs[0].String() != "10.10.0.0/24" {
+		return fmt.Errorf("node facts = %+v", facts)
+	}
+	return h.Synced(ctx)
+}
+
+func (testFeature) PacketIn(_ context.Context, req sdk.PacketInRequest, _ *sdk.PacketInResponse) error {
+	if string(req.Data) != "ping" {
+		return fmt.Errorf("packet-in data %q", req.Data)
+	}
+	return nil
+}
+
+// fakeHost is the HostService seam: it records what the plugin sent.
+type fakeHost struct {
+	mu      sync.Mutex
+	batches []*flow.Batch
+	synced  bool
+}
+
+func (f *fakeHost) Apply(_ context.Context, b *flow.Batch) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.batches) == 1 {
+		return fmt.Errorf("%w: plugin %q: flow already held by plugin %q", sdk.ErrConflict, "t", "other")
+	}
+	f.batches = append(f.batches, b)
+	return nil
+}
+func (f *fakeHost) CreatePort(_ context.Context, r sdk.PortRequest) (sdk.Port, error) {
+	return sdk.Port{Name: r.Name, OFPort: 9, Owner: "t"}, nil
+}
+func (f *fakeHost) DeletePort(context.Context, string) error { return nil }
+func (f *fakeHost) Port(_ context.Context, n string) (sdk.Port, error) {
+	return sdk.Port{}, fmt.Errorf("%w: port %q", sdk.ErrNotFound, n)
+}
+func (f *fakeHost) PacketOut(context.Context, sdk.PacketOut) error { return nil }
+func (f *fakeHost) NodeFacts(context.Context) (sdk.NodeFacts, error) {
+	return sdk.NodeFacts{Name: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24")}, MTU: 1450}, nil
+}
+func (f *fakeHost) Synced(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.synced = true
+	return nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func launch(t *testing.T, version int, logs *syncBuffer) (*sdkhost.Plugin, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logger *slog.Logger
+	if logs != nil {
+		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	p, err := sdkhost.Launch(sdkhost.Config{Name: "t", Path: exe, Env: []string{"SDK_TEST_PLUGIN=" + strconv.Itoa(version)}, Logger: logger})
+	if p != nil {
+		t.Cleanup(p.Kill)
+	}
+	return p, err
+}
+
+func TestPluginRoundTrip(t *testing.T) {
+	logs := &syncBuffer{}
+	p, err := launch(t, sdk.APIVersion, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	desc, caps, err := p.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDesc := &sdk.DescribeResponse{Name: "t", Version: "1.2.3",
+		Tables: []sdk.Table{{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true}},
+		Fields: []flow.Field{markField}}
+	if diff := cmp.Diff(wantDesc, desc); diff != "" {
+		t.Errorf("describe (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]sdk.Capability{sdk.CapPacketIn}, caps); diff != "" {
+		t.Errorf("capabilities (-want +got):\n%s", diff)
+	}
+
+	host := &fakeHost{}
+	err = p.Start(ctx, sdkhost.StartArgs{
+		Assignment: sdk.Assignment{Tables: map[string]uint8{"t.class": 0}, Fields: map[string]flow.Bits{"mark": {Reg: 2, Width: 8}}, CookiePrefix: 1, Round: 1},
+		Node:       sdk.NodeFacts{Name: "node-1"}, Config: []byte(`{"x":1}`), Service: host,
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	host.mu.Lock()
+	if !host.synced || len(host.batches) != 1 {
+		t.Fatalf("synced=%v batches=%d, want synced after one batch", host.synced, len(host.batches))
+	}
+	got := host.batches[0]
+	host.mu.Unlock()
+	want := flow.NewBatch().AddFlows(testFlow).AddGroup(flow.Group{ID: 1, Type: flow.GroupSelect, Buckets: []flow.Bucket{{Weight: 1, Actions: []flow.Action{flow.Output(2)}}}})
+	var gotText, wantText []string
+	for i := range want.Ops {
+		wantText = append(wantText, want.Ops[i].String())
+		gotText = append(gotText, got.Ops[i].String())
+	}
+	if diff := cmp.Diff(wantText, gotText); diff != "" {
+		t.Errorf("batch over the wire (-want +got):\n%s", diff)
+	}
+	if err := p.PacketIn(ctx, sdk.PacketInRequest{Table: "t.class", Data: []byte("ping")}); err != nil {
+		t.Errorf("PacketIn: %v", err)
+	}
+	if _, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c"}); err == nil || !strings.Contains(err.Error(), `does not have the "cni" capability`) {
+		t.Errorf("CNIAdd on a non-CNI plugin: err = %v", err)
+	}
+	if err := p.Ping(); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+	// The plugin's slog line reached the host logger, tagged with its name.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "hello from plugin") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l := logs.String(); !strings.Contains(l, `msg="hello from plugin"`) || !strings.Contains(l, "plugin=t") || !strings.Contains(l, `config="{\"x\":1}"`) {
+		t.Errorf("plugin log line not in host log (waited 5s):\n%s", l)
+	}
+}
+
+func TestUnsupportedVersionRefused(t *testing.T) {
+	_, err := launch(t, 99, nil)
+	if !errors.Is(err, sdkhost.ErrUnsupportedVersion) {
+		t.Fatalf("err = %v, want ErrUnsupportedVersion", err)
+	}
+	for _, s := range []string{"Plugin version: 99", "supports API versions [1]"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not name %q", err, s)
+		}
+	}
+}
