@@ -1,0 +1,23 @@
+// Package flows computes podnet's OpenFlow pipeline: the tables it declares
+// and, for the gateway and each pod, the flows that attach them. It is pure
+// (no I/O), so the exact flow set is unit-tested and the same functions
+// produce the flows to add on ADD, to delete on DEL and to expect on CHECK.
+//
+// The path of a packet (tables in stage order):
+//
+//	root  Classifier     podnet.classifier    in_port → packet source; ARP → arp pipeline, IP → ip pipeline
+//	arp   Validation     podnet.arp_guard     pod may only claim its own IP and MAC; gateway trusted
+//	arp   Switching      podnet.arp_forward   deliver by target IP: the pod, or the gateway, which
+//	                                          answers ARP for the gateway IP itself (it owns it)
+//	ip    Validation     podnet.ip_guard      pod may only send from its own IP and MAC
+//	ip    Routing        podnet.l3_forward    to the gateway MAC, for a local pod IP: rewrite MACs, dec_ttl
+//	ip    Switching      podnet.l2_forward    destination MAC → target port register
+//	ip    Output         podnet.output        output to the target port
+//
+// Pods get their addresses as host routes with the gateway as the only
+// on-link neighbour, so every IP packet from a pod is sent to the gateway
+// MAC and pod-to-pod traffic goes through l3_forward.
+//
+// To add a flow kind: add it to PodFlows or GatewayFlows (both ADD and DEL
+// use them), then extend the golden list in flows_test.go.
+package flows

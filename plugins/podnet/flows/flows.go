@@ -1,0 +1,170 @@
+package flows
+
+import (
+	"net"
+	"net/netip"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// Table names. They are global on the node, hence the prefix.
+const (
+	Classifier = "podnet.classifier"
+	ARPGuard   = "podnet.arp_guard"
+	ARPForward = "podnet.arp_forward"
+	IPGuard    = "podnet.ip_guard"
+	L3Forward  = "podnet.l3_forward"
+	L2Forward  = "podnet.l2_forward"
+	Output     = "podnet.output"
+)
+
+// Tables declares podnet's tables. The classifier and l2_forward are
+// exported so an overlay plugin can classify its tunnel port and send to
+// remote MACs; the guards are private, so nobody can punch a hole in them.
+func Tables() []sdk.Table {
+	return []sdk.Table{
+		{Name: Classifier, Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissDrop, Exported: true},
+		{Name: ARPGuard, Pipeline: flow.PipelineARP, Stage: flow.StageValidation, Miss: sdk.MissDrop},
+		{Name: ARPForward, Pipeline: flow.PipelineARP, Stage: flow.StageSwitching, Miss: sdk.MissDrop},
+		{Name: IPGuard, Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissDrop},
+		{Name: L3Forward, Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Miss: sdk.MissNext},
+		{Name: L2Forward, Pipeline: flow.PipelineIP, Stage: flow.StageSwitching, Miss: sdk.MissDrop, Exported: true},
+		{Name: Output, Pipeline: flow.PipelineIP, Stage: flow.StageOutput, Miss: sdk.MissDrop},
+	}
+}
+
+// Priorities. Specific pod flows sit above the gateway's catch-alls.
+const (
+	prioPod     = 200
+	prioPodHigh = 210
+	prioGateway = 100
+)
+
+// Endpoint is a port on br-int with its addresses: the gateway or a pod.
+type Endpoint struct {
+	OFPort uint32
+	MAC    net.HardwareAddr
+	IPs    []netip.Addr
+}
+
+func (e Endpoint) ip4() (netip.Addr, bool) {
+	for _, a := range e.IPs {
+		if a.Is4() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func (e Endpoint) ip6() (netip.Addr, bool) {
+	for _, a := range e.IPs {
+		if a.Is6() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// linkLocal is where IPv6 neighbour discovery comes from.
+var linkLocal = netip.MustParsePrefix("fe80::/10")
+
+// SolicitedNode returns the solicited-node multicast address of a (RFC
+// 4291 2.7.1), where neighbour solicitations for a are sent.
+func SolicitedNode(a netip.Addr) netip.Addr {
+	b := a.As16()
+	return netip.AddrFrom16([16]byte{0xff, 0x02, 10: 0, 11: 0x01, 12: 0xff, 13: b[13], 14: b[14], 15: b[15]})
+}
+
+func toPort(port uint32) []flow.Action {
+	return []flow.Action{flow.LoadField(flow.FieldTargetPort, port), flow.LoadField(flow.FieldOutputReady, 1)}
+}
+
+// StaticFlows do not depend on any endpoint.
+func StaticFlows() []flow.Flow {
+	return []flow.Flow{{
+		Table: Output, Priority: prioPod,
+		Match:   flow.Match{}.Field(flow.FieldOutputReady, 1),
+		Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)},
+	}}
+}
+
+// GatewayFlows attach the gateway port. Traffic from the gateway is
+// trusted: the node routes anything to its pods through it.
+func GatewayFlows(gw Endpoint) []flow.Flow {
+	tag := gw.OFPort
+	fs := []flow.Flow{
+		{Table: Classifier, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort).ARP(),
+			Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceGateway)},
+			Goto:    flow.GotoPipeline(flow.PipelineARP, flow.StageValidation)},
+		{Table: ARPGuard, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort).ARP(), Goto: flow.NextTable()},
+		{Table: IPGuard, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort), Goto: flow.NextTable()},
+		{Table: L2Forward, Priority: prioGateway, Match: flow.Match{}.EthDst(gw.MAC), Actions: toPort(gw.OFPort), Goto: flow.NextTable()},
+	}
+	if ip, ok := gw.ip4(); ok {
+		fs = append(fs,
+			flow.Flow{Table: Classifier, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort).IPv4(),
+				Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceGateway)},
+				Goto:    flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+			flow.Flow{Table: ARPForward, Priority: prioGateway, Match: flow.Match{}.ARP().ARPTpa(ip), Actions: []flow.Action{flow.Output(gw.OFPort)}},
+		)
+	}
+	if ip, ok := gw.ip6(); ok {
+		fs = append(fs,
+			flow.Flow{Table: Classifier, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort).IPv6(),
+				Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceGateway)},
+				Goto:    flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+			// Neighbour solicitations for the gateway go to the gateway.
+			flow.Flow{Table: L2Forward, Priority: prioGateway, Match: flow.Match{}.IPv6().IPv6DstPrefix(netip.PrefixFrom(SolicitedNode(ip), 128)),
+				Actions: toPort(gw.OFPort), Goto: flow.NextTable()},
+		)
+	}
+	for i := range fs {
+		fs[i].Tag = tag
+	}
+	return fs
+}
+
+// PodFlows attach one pod. Every flow carries the pod's ofport as its tag,
+// so `ovs-ofctl dump-flows` shows which pod a flow belongs to.
+func PodFlows(gw, pod Endpoint) []flow.Flow {
+	in := flow.Match{}.InPort(pod.OFPort)
+	src := []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceLocal)}
+	var fs []flow.Flow
+	if ip, ok := pod.ip4(); ok {
+		fs = append(fs,
+			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.ARP(), Actions: src,
+				Goto: flow.GotoPipeline(flow.PipelineARP, flow.StageValidation)},
+			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.IPv4(), Actions: src,
+				Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+			// Spoof guard: sender IP and MAC must both be the pod's own.
+			flow.Flow{Table: ARPGuard, Priority: prioPod, Match: in.ARP().EthSrc(pod.MAC).ARPSha(pod.MAC).ARPSpa(ip), Goto: flow.NextTable()},
+			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv4().EthSrc(pod.MAC).IPv4Src(ip), Goto: flow.NextTable()},
+			// ARP for the pod's IP reaches the pod; the pod's own
+			// announcement (gratuitous ARP) goes to the gateway.
+			flow.Flow{Table: ARPForward, Priority: prioPod, Match: flow.Match{}.ARP().ARPTpa(ip), Actions: []flow.Action{flow.Output(pod.OFPort)}},
+			flow.Flow{Table: ARPForward, Priority: prioPodHigh, Match: in.ARP().ARPTpa(ip), Actions: []flow.Action{flow.Output(gw.OFPort)}},
+			flow.Flow{Table: L3Forward, Priority: prioPod, Match: flow.Match{}.IPv4().EthDst(gw.MAC).IPv4Dst(ip),
+				Actions: []flow.Action{flow.SetEthSrc(gw.MAC), flow.SetEthDst(pod.MAC), flow.DecTTL()}, Goto: flow.NextTable()},
+		)
+	}
+	if ip, ok := pod.ip6(); ok {
+		fs = append(fs,
+			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.IPv6(), Actions: src,
+				Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv6().EthSrc(pod.MAC).IPv6SrcPrefix(netip.PrefixFrom(ip, 128)), Goto: flow.NextTable()},
+			// Neighbour discovery is sent from link-local addresses.
+			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv6().EthSrc(pod.MAC).IPv6SrcPrefix(linkLocal), Goto: flow.NextTable()},
+			flow.Flow{Table: L3Forward, Priority: prioPod, Match: flow.Match{}.IPv6().EthDst(gw.MAC).IPv6DstPrefix(netip.PrefixFrom(ip, 128)),
+				Actions: []flow.Action{flow.SetEthSrc(gw.MAC), flow.SetEthDst(pod.MAC), flow.DecTTL()}, Goto: flow.NextTable()},
+			flow.Flow{Table: L2Forward, Priority: prioPod, Match: flow.Match{}.IPv6().IPv6DstPrefix(netip.PrefixFrom(SolicitedNode(ip), 128)),
+				Actions: toPort(pod.OFPort), Goto: flow.NextTable()},
+		)
+	}
+	fs = append(fs, flow.Flow{Table: L2Forward, Priority: prioPod, Match: flow.Match{}.EthDst(pod.MAC),
+		Actions: toPort(pod.OFPort), Goto: flow.NextTable()})
+	for i := range fs {
+		fs[i].Tag = pod.OFPort
+	}
+	return fs
+}
