@@ -1,0 +1,332 @@
+package ovsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"switchyard.dev/switchyard/host/ovsdb/vswitchd"
+)
+
+// OwnerKey is the external_ids key naming the plugin that created a port.
+const OwnerKey = "switchyard-owner"
+
+// ErrNoPort is returned for a port that does not exist.
+var ErrNoPort = errors.New("no such port")
+
+// Client talks to ovsdb-server.
+type Client struct {
+	c      client.Client
+	bridge string
+	log    *slog.Logger
+}
+
+// Dial connects to endpoint (e.g. "unix:/var/run/openvswitch/db.sock") and
+// monitors the tables the host reads.
+func Dial(ctx context.Context, endpoint, bridge string, log *slog.Logger) (*Client, error) {
+	dbm, err := vswitchd.FullDatabaseModel()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewOVSDBClient(dbm, client.WithEndpoint(endpoint))
+	if err != nil {
+		return nil, fmt.Errorf("ovsdb client for %s: %w", endpoint, err)
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect to ovsdb-server at %s: %w (is ovsdb-server running and the socket path right?)", endpoint, err)
+	}
+	if _, err := c.MonitorAll(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("monitor ovsdb at %s: %w", endpoint, err)
+	}
+	return &Client{c: c, bridge: bridge, log: log}, nil
+}
+
+// Close disconnects.
+func (c *Client) Close() { c.c.Close() }
+
+func (c *Client) root(ctx context.Context) (*vswitchd.OpenvSwitch, error) {
+	var rows []vswitchd.OpenvSwitch
+	if err := c.c.List(ctx, &rows); err != nil {
+		return nil, err
+	}
+	if len(rows) != 1 {
+		return nil, fmt.Errorf("ovsdb: want exactly one Open_vSwitch row, found %d (run ovs-vsctl init?)", len(rows))
+	}
+	return &rows[0], nil
+}
+
+func (c *Client) transact(ctx context.Context, what string, ops ...ovsdb.Operation) error {
+	res, err := c.c.Transact(ctx, ops...)
+	if err != nil {
+		return fmt.Errorf("ovsdb %s: %w", what, err)
+	}
+	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
+		return fmt.Errorf("ovsdb %s: %w", what, err)
+	}
+	return nil
+}
+
+func (c *Client) getBridge(ctx context.Context) (*vswitchd.Bridge, error) {
+	b := &vswitchd.Bridge{Name: c.bridge}
+	if err := c.c.Get(ctx, b); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// EnsureBridge creates the bridge if missing and fixes its datapath type,
+// fail mode and protocols if they drifted.
+func (c *Client) EnsureBridge(ctx context.Context, datapathType string) error {
+	secure := vswitchd.BridgeFailModeSecure
+	protocols := []string{vswitchd.BridgeProtocolsOpenflow15}
+	br, err := c.getBridge(ctx)
+	if err != nil {
+		return err
+	}
+	if br == nil {
+		root, err := c.root(ctx)
+		if err != nil {
+			return err
+		}
+		iface := &vswitchd.Interface{UUID: "iface", Name: c.bridge, Type: "internal"}
+		port := &vswitchd.Port{UUID: "port", Name: c.bridge, Interfaces: []string{iface.UUID}}
+		nb := &vswitchd.Bridge{UUID: "bridge", Name: c.bridge, Ports: []string{port.UUID}, DatapathType: datapathType,
+			FailMode: &secure, Protocols: protocols, ExternalIDs: map[string]string{OwnerKey: "switchyard-agent"}}
+		ops, err := c.c.Create(iface, port, nb)
+		if err != nil {
+			return err
+		}
+		mut, err := c.c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{nb.UUID}})
+		if err != nil {
+			return err
+		}
+		if err := c.transact(ctx, "create bridge "+c.bridge, append(ops, mut...)...); err != nil {
+			return err
+		}
+		c.log.Info("created bridge", "bridge", c.bridge, "datapath_type", datapathType)
+		return nil
+	}
+	if br.DatapathType == datapathType && br.FailMode != nil && *br.FailMode == secure && slices.Equal(br.Protocols, protocols) {
+		return nil
+	}
+	br.DatapathType, br.FailMode, br.Protocols = datapathType, &secure, protocols
+	ops, err := c.c.Where(br).Update(br, &br.DatapathType, &br.FailMode, &br.Protocols)
+	if err != nil {
+		return err
+	}
+	c.log.Info("fixed bridge settings", "bridge", c.bridge, "datapath_type", datapathType)
+	return c.transact(ctx, "update bridge "+c.bridge, ops...)
+}
+
+const flowRestoreWait = "flow-restore-wait"
+
+// FlowRestoreWait reports other_config:flow-restore-wait.
+func (c *Client) FlowRestoreWait(ctx context.Context) (bool, error) {
+	root, err := c.root(ctx)
+	if err != nil {
+		return false, err
+	}
+	return root.OtherConfig[flowRestoreWait] == "true", nil
+}
+
+// SetFlowRestoreWait sets or clears other_config:flow-restore-wait. An
+// operator (or upgrade script) sets it before restarting ovs-vswitchd so the
+// datapath keeps forwarding with the old flows until the host has installed
+// its flows again; the host clears it once it has.
+func (c *Client) SetFlowRestoreWait(ctx context.Context, on bool) error {
+	root, err := c.root(ctx)
+	if err != nil {
+		return err
+	}
+	oc := maps.Clone(root.OtherConfig)
+	if oc == nil {
+		oc = map[string]string{}
+	}
+	if on {
+		oc[flowRestoreWait] = "true"
+	} else {
+		delete(oc, flowRestoreWait)
+	}
+	root.OtherConfig = oc
+	ops, err := c.c.Where(root).Update(root, &root.OtherConfig)
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, "set flow-restore-wait", ops...)
+}
+
+// PortSpec describes a port to create.
+type PortSpec struct {
+	Name        string
+	Type        string
+	Options     map[string]string
+	ExternalIDs map[string]string
+	OFPort      uint32 // requested ofport, 0 = any
+	Owner       string
+}
+
+// PortInfo is a port as OVSDB reports it.
+type PortInfo struct {
+	Name        string
+	Type        string
+	OFPort      int // 0: not assigned yet, -1: failed
+	MAC         string
+	Error       string
+	Owner       string
+	ExternalIDs map[string]string
+}
+
+func (c *Client) iface(ctx context.Context, name string) (*vswitchd.Interface, error) {
+	i := &vswitchd.Interface{Name: name}
+	if err := c.c.Get(ctx, i); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %q", ErrNoPort, name)
+		}
+		return nil, err
+	}
+	return i, nil
+}
+
+func info(i *vswitchd.Interface) PortInfo {
+	p := PortInfo{Name: i.Name, Type: i.Type, Owner: i.ExternalIDs[OwnerKey], ExternalIDs: i.ExternalIDs}
+	if i.Ofport != nil {
+		p.OFPort = *i.Ofport
+	}
+	if i.MACInUse != nil {
+		p.MAC = *i.MACInUse
+	}
+	if i.Error != nil {
+		p.Error = *i.Error
+	}
+	return p
+}
+
+// Port returns a port's current state.
+func (c *Client) Port(ctx context.Context, name string) (PortInfo, error) {
+	i, err := c.iface(ctx, name)
+	if err != nil {
+		return PortInfo{}, err
+	}
+	return info(i), nil
+}
+
+// Ports lists the interfaces owned by owner ("" for all).
+func (c *Client) Ports(ctx context.Context, owner string) ([]PortInfo, error) {
+	var is []vswitchd.Interface
+	err := c.c.WhereCache(func(i *vswitchd.Interface) bool { return owner == "" || i.ExternalIDs[OwnerKey] == owner }).List(ctx, &is)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PortInfo, 0, len(is))
+	for i := range is {
+		out = append(out, info(&is[i]))
+	}
+	slices.SortFunc(out, func(a, b PortInfo) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// CreatePort adds a port (and its interface) to the bridge. Creating a port
+// that exists with the same owner is a no-op; another owner's is refused.
+func (c *Client) CreatePort(ctx context.Context, s PortSpec) error {
+	if cur, err := c.iface(ctx, s.Name); err == nil {
+		if o := cur.ExternalIDs[OwnerKey]; o != s.Owner {
+			return fmt.Errorf("port %q already exists and belongs to %q", s.Name, o)
+		}
+		return nil
+	}
+	br, err := c.getBridge(ctx)
+	if err != nil {
+		return err
+	}
+	if br == nil {
+		return fmt.Errorf("bridge %q does not exist", c.bridge)
+	}
+	ext := maps.Clone(s.ExternalIDs)
+	if ext == nil {
+		ext = map[string]string{}
+	}
+	ext[OwnerKey] = s.Owner
+	iface := &vswitchd.Interface{UUID: "iface", Name: s.Name, Type: s.Type, Options: s.Options, ExternalIDs: ext}
+	if s.OFPort != 0 {
+		n := int(s.OFPort)
+		iface.OfportRequest = &n
+	}
+	port := &vswitchd.Port{UUID: "port", Name: s.Name, Interfaces: []string{iface.UUID}, ExternalIDs: ext}
+	ops, err := c.c.Create(iface, port)
+	if err != nil {
+		return err
+	}
+	mut, err := c.c.Where(br).Mutate(br, model.Mutation{Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{port.UUID}})
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, "create port "+s.Name, append(ops, mut...)...)
+}
+
+// DeletePort removes a port from the bridge (OVSDB garbage-collects the Port
+// and Interface rows). A missing port is not an error.
+func (c *Client) DeletePort(ctx context.Context, name string) error {
+	p := &vswitchd.Port{Name: name}
+	if err := c.c.Get(ctx, p); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	br, err := c.getBridge(ctx)
+	if err != nil || br == nil {
+		return err
+	}
+	mut, err := c.c.Where(br).Mutate(br, model.Mutation{Field: &br.Ports, Mutator: ovsdb.MutateOperationDelete, Value: []string{p.UUID}})
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, "delete port "+name, mut...)
+}
+
+// WaitOFPort waits until ovs-vswitchd assigned the port an OpenFlow port
+// number, and returns it. A port vswitchd could not open fails with the
+// interface's error text.
+func (c *Client) WaitOFPort(ctx context.Context, name string) (uint32, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := c.Port(ctx, name)
+		if err != nil && !errors.Is(err, ErrNoPort) {
+			return 0, err
+		}
+		if err == nil {
+			switch {
+			case p.OFPort > 0:
+				return uint32(p.OFPort), nil
+			case p.OFPort < 0:
+				return 0, fmt.Errorf("port %q: ovs-vswitchd could not add it: %s", name, p.Error)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("waiting for the ofport of %q: %w", name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
