@@ -326,6 +326,46 @@ func appendMatch(b []byte, m Match) []byte {
 	return pad8(b, start)
 }
 
+// classPacketRegs is OpenFlow 1.5's OXM class for the 64-bit packet
+// registers (OVS xreg0-7). OVS reports register matches in this form.
+const classPacketRegs = 0x8001
+
+// appendDecodedOXM decodes one OXM TLV and appends it to m; an xreg
+// becomes the two 32-bit registers it spans.
+func appendDecodedOXM(r *reader, m Match) (Match, bool) {
+	if r.left() >= 4 && r.err == nil {
+		h := uint32(r.b[r.off])<<24 | uint32(r.b[r.off+1])<<16 | uint32(r.b[r.off+2])<<8 | uint32(r.b[r.off+3])
+		if h>>16 == classPacketRegs {
+			r.off += 4
+			code, masked, plen := int(h>>9&0x7f), h&(1<<8) != 0, int(h&0xff)
+			if code >= 8 || (masked && plen != 16) || (!masked && plen != 8) {
+				r.failf(ErrBadLength, fmtHeader(h))
+				return m, false
+			}
+			v := r.bytes(plen)
+			if r.err != nil {
+				return m, false
+			}
+			for half := range 2 {
+				var mk []byte
+				if masked {
+					mk = v[8+4*half : 12+4*half]
+					if mk[0]|mk[1]|mk[2]|mk[3] == 0 {
+						continue
+					}
+				}
+				m = append(m, Bytes(FieldReg0+Field(2*code+half), v[4*half:4*half+4], mk))
+			}
+			return m, true
+		}
+	}
+	f, ok := decodeOXM(r)
+	if ok {
+		m = append(m, f)
+	}
+	return m, ok
+}
+
 // decodeOXM decodes one OXM TLV at r.
 func decodeOXM(r *reader) (MatchField, bool) {
 	h := r.u32()
@@ -391,11 +431,10 @@ func decodeMatch(r *reader) (Match, error) {
 	sub := r.sub(length-4, r.ctx+": match")
 	var m Match
 	for sub.left() > 0 {
-		f, ok := decodeOXM(sub)
-		if !ok {
+		var ok bool
+		if m, ok = appendDecodedOXM(sub, m); !ok {
 			break
 		}
-		m = append(m, f)
 	}
 	if sub.err != nil {
 		return nil, sub.err

@@ -125,11 +125,10 @@ func decodePacketIn2(r *reader) (*PacketIn, error) {
 		case 6:
 			s := newReader(v, "packet-in2 metadata")
 			for s.left() > 0 {
-				f, ok := decodeOXM(s)
-				if !ok {
+				var ok bool
+				if m.Match, ok = appendDecodedOXM(s, m.Match); !ok {
 					return nil, s.err
 				}
-				m.Match = append(m.Match, f)
 			}
 			m.Match = m.Match.Normalize()
 		case 7:
