@@ -23,7 +23,10 @@ type Server struct {
 	Realization *Realization
 	// NodeKnown, if set, refuses nodes that are not registered Node objects.
 	NodeKnown func(name string) bool
-	Log       *slog.Logger
+	// Ready, if set, holds watches until it is closed: the controller's
+	// initial computation is done.
+	Ready <-chan struct{}
+	Log   *slog.Logger
 }
 
 var _ apiv1.PolicyDistributionServer = (*Server)(nil)
@@ -74,6 +77,13 @@ func (s *Server) log() *slog.Logger {
 func (s *Server) Watch(req *apiv1.WatchRequest, stream grpc.ServerStreamingServer[apiv1.WatchEvent]) error {
 	if err := s.authorize(stream.Context(), req.GetNodeName()); err != nil {
 		return err
+	}
+	if s.Ready != nil {
+		select {
+		case <-s.Ready:
+		case <-stream.Context().Done():
+			return status.Error(codes.Unavailable, "the controller has not finished its initial computation")
+		}
 	}
 	err := s.Hub.Serve(stream.Context(), req.GetNodeName(), req.GetResumeEpoch(), req.GetResumeVersion(), stream.Send)
 	if errors.Is(err, context.Canceled) {

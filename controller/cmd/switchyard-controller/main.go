@@ -1,0 +1,88 @@
+// Command switchyard-controller computes network policy for the cluster and
+// streams each node its span over gRPC. See controller/app for the wiring.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc/credentials"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"switchyard.dev/switchyard/controller/app"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "switchyard-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig path; empty uses the in-cluster config")
+	listen := flag.String("listen", ":10349", "address of the PolicyDistribution gRPC API")
+	certFile := flag.String("tls-cert", "", "TLS certificate for the API (PEM)")
+	keyFile := flag.String("tls-key", "", "TLS key for the API (PEM)")
+	insecure := flag.Bool("insecure", false, "serve the API without TLS (tokens travel in clear; tests only)")
+	sas := flag.String("allowed-service-accounts", "kube-system/switchyard-agent", "comma-separated namespace/name of ServiceAccounts nodes use; empty allows any")
+	audiences := flag.String("token-audiences", "", "comma-separated audiences node tokens must carry; empty uses the apiserver's")
+	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level %q: use debug, info, warn or error", *logLevel)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	var cfg *rest.Config
+	var err error
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes config: %w", err)
+	}
+	var creds credentials.TransportCredentials
+	switch {
+	case *certFile != "" && *keyFile != "":
+		if creds, err = credentials.NewServerTLSFromFile(*certFile, *keyFile); err != nil {
+			return fmt.Errorf("loading -tls-cert/-tls-key: %w", err)
+		}
+	case *insecure:
+		log.Warn("serving the distribution API without TLS")
+	default:
+		return fmt.Errorf("set -tls-cert and -tls-key, or -insecure for a test setup")
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on -listen %q: %w", *listen, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.Run(ctx, app.Config{
+		Kube: cfg, Listener: l, TLS: creds, Log: log,
+		AllowedServiceAccounts: splitList(*sas), Audiences: splitList(*audiences),
+	})
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,355 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
+	"switchyard.dev/switchyard/controller/compute"
+	"switchyard.dev/switchyard/controller/distribute"
+)
+
+// kind of a queued object.
+type kind uint8
+
+const (
+	kPod kind = iota
+	kNamespace
+	kK8sPolicy
+	kTier
+	kCNP
+	kNP
+	kClusterGroup
+	kGroup
+)
+
+func (k kind) String() string {
+	return [...]string{"Pod", "Namespace", "NetworkPolicy(k8s)", "Tier", "ClusterNetworkPolicy", "NetworkPolicy", "ClusterGroup", "Group"}[k]
+}
+
+type key struct {
+	kind      kind
+	namespace string
+	name      string
+}
+
+// Controller feeds the engine from informers and writes policy status.
+type Controller struct {
+	log         *slog.Logger
+	engine      *compute.Engine
+	realization *distribute.Realization
+	kube        kubernetes.Interface
+	dyn         dynamic.Interface
+
+	factory    informers.SharedInformerFactory
+	dynFactory dynamicinformer.DynamicSharedInformerFactory
+	listers    map[kind]cache.GenericLister
+	informers  []cache.SharedIndexInformer
+	nodes      cache.SharedIndexInformer
+	queue      workqueue.TypedRateLimitingInterface[key]
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	status    *statusWriter
+}
+
+// Options configure a Controller.
+type Options struct {
+	Log         *slog.Logger
+	Engine      *compute.Engine
+	Realization *distribute.Realization
+	Kube        kubernetes.Interface
+	Dynamic     dynamic.Interface
+	// Resync is the informers' resync period; 0 disables resync.
+	Resync time.Duration
+}
+
+// New builds a controller; Run starts it.
+func New(o Options) *Controller {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	c := &Controller{
+		log: o.Log, engine: o.Engine, realization: o.Realization, kube: o.Kube, dyn: o.Dynamic,
+		factory:    informers.NewSharedInformerFactory(o.Kube, o.Resync),
+		dynFactory: dynamicinformer.NewDynamicSharedInformerFactory(o.Dynamic, o.Resync),
+		listers:    map[kind]cache.GenericLister{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "switchyard-controller"}),
+		ready: make(chan struct{}),
+	}
+	c.status = newStatusWriter(c)
+	pods := c.factory.Core().V1().Pods().Informer()
+	// Keep only what the engine reads: a cluster's pods are the bulk of
+	// the controller's memory.
+	_ = pods.SetTransform(trimPod)
+	c.watch(kPod, pods)
+	c.watch(kNamespace, c.factory.Core().V1().Namespaces().Informer())
+	c.watch(kK8sPolicy, c.factory.Networking().V1().NetworkPolicies().Informer())
+	c.nodes = c.factory.Core().V1().Nodes().Informer()
+	for k, gvr := range map[kind]schema.GroupVersionResource{
+		kTier: crdv1.TiersResource, kCNP: crdv1.ClusterNetworkPoliciesResource, kNP: crdv1.NetworkPoliciesResource,
+		kClusterGroup: crdv1.ClusterGroupsResource, kGroup: crdv1.GroupsResource,
+	} {
+		c.watch(k, c.dynFactory.ForResource(gvr).Informer())
+	}
+	return c
+}
+
+func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
+	c.informers = append(c.informers, inf)
+	c.listers[k] = cache.NewGenericLister(inf.GetIndexer(), schema.GroupResource{Resource: k.String()})
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, err := metaOf(obj)
+		if err != nil {
+			c.log.Error("informer delivered an object without metadata", "kind", k, "err", err)
+			return
+		}
+		c.queue.Add(key{k, m.GetNamespace(), m.GetName()})
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		return m, nil
+	}
+	return nil, fmt.Errorf("%T has no object metadata", obj)
+}
+
+// trimPod drops the parts of a Pod the engine never reads.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	t := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}
+	for _, ctr := range p.Spec.Containers {
+		if len(ctr.Ports) > 0 {
+			t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: ctr.Name, Ports: ctr.Ports})
+		}
+	}
+	return t, nil
+}
+
+// Ready is closed once the informers synced and the initial backlog was
+// computed, so nodes are not served a half-built snapshot.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// NodeKnown reports whether a Node object of that name exists.
+func (c *Controller) NodeKnown(name string) bool {
+	_, exists, err := c.nodes.GetIndexer().GetByKey(name)
+	return err == nil && exists
+}
+
+// Run creates the built-in tiers, starts the informers, workers and status
+// writer, and blocks until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer c.queue.ShutDown()
+	if err := c.ensureTiers(ctx); err != nil {
+		return err
+	}
+	c.factory.Start(ctx.Done())
+	c.dynFactory.Start(ctx.Done())
+	var synced []cache.InformerSynced
+	for _, inf := range c.informers {
+		synced = append(synced, inf.HasSynced)
+	}
+	synced = append(synced, c.nodes.HasSynced)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	c.log.Info("informers synced; computing")
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
+	}
+	wg.Go(func() { c.status.run(ctx) })
+	wg.Go(func() {
+		// Ready once the initial backlog is drained.
+		_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+			return c.queue.Len() == 0, nil
+		})
+		c.readyOnce.Do(func() { close(c.ready) })
+		c.log.Info("initial computation done", "stats", fmt.Sprintf("%+v", c.engine.Stats()))
+	})
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) ensureTiers(ctx context.Context) error {
+	for _, t := range compute.BuiltinTiers {
+		tier := &crdv1.Tier{TypeMeta: metav1.TypeMeta{APIVersion: crdv1.SchemeGroupVersion.String(), Kind: "Tier"},
+			ObjectMeta: metav1.ObjectMeta{Name: t.Name}, Spec: crdv1.TierSpec{Priority: t.Priority, Description: "built-in"}}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tier)
+		if err != nil {
+			return err
+		}
+		_, err = c.dyn.Resource(crdv1.TiersResource).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating built-in tier %s (are the CRDs from manifests/crds installed?): %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		k, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		err := c.sync(k)
+		if err != nil {
+			c.log.Error("sync failed; retrying", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
+			c.queue.AddRateLimited(k)
+		} else {
+			c.queue.Forget(k)
+		}
+		c.queue.Done(k)
+	}
+}
+
+func (c *Controller) get(k key) (runtime.Object, bool, error) {
+	l := c.listers[k.kind]
+	var obj runtime.Object
+	var err error
+	if k.namespace != "" {
+		obj, err = l.ByNamespace(k.namespace).Get(k.name)
+	} else {
+		obj, err = l.Get(k.name)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	return obj, err == nil, err
+}
+
+func fromUnstructured[T any](obj runtime.Object) (*T, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("expected *unstructured.Unstructured, got %T", obj)
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, fmt.Errorf("decoding %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return out, nil
+}
+
+// sync is level-based: it computes the object as the lister has it now.
+// Invalid policies are not sync errors: the engine records why and the
+// status writer reports it.
+func (c *Controller) sync(k key) error {
+	obj, exists, err := c.get(k)
+	if err != nil {
+		return err
+	}
+	e := c.engine
+	switch k.kind {
+	case kPod:
+		if !exists {
+			e.DeletePod(k.namespace, k.name)
+			return nil
+		}
+		if p, ok := compute.PodFromKubernetes(obj.(*corev1.Pod)); ok {
+			e.UpsertPod(p)
+		} else {
+			e.DeletePod(k.namespace, k.name)
+		}
+	case kNamespace:
+		if !exists {
+			e.DeleteNamespace(k.name)
+			return nil
+		}
+		e.UpsertNamespace(k.name, obj.(*corev1.Namespace).Labels)
+	case kK8sPolicy:
+		if !exists {
+			e.DeleteKubernetesNetworkPolicy(k.namespace, k.name)
+			return nil
+		}
+		_ = e.UpsertKubernetesNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
+	case kTier:
+		if !exists {
+			e.DeleteTier(k.name)
+			return nil
+		}
+		t, err := fromUnstructured[crdv1.Tier](obj)
+		if err != nil {
+			return err
+		}
+		e.UpsertTier(t.Name, t.Spec.Priority)
+	case kCNP:
+		if !exists {
+			e.DeleteClusterNetworkPolicy(k.name)
+			return nil
+		}
+		p, err := fromUnstructured[crdv1.ClusterNetworkPolicy](obj)
+		if err != nil {
+			return err
+		}
+		_ = e.UpsertClusterNetworkPolicy(p)
+	case kNP:
+		if !exists {
+			e.DeleteNativeNetworkPolicy(k.namespace, k.name)
+			return nil
+		}
+		p, err := fromUnstructured[crdv1.NetworkPolicy](obj)
+		if err != nil {
+			return err
+		}
+		_ = e.UpsertNativeNetworkPolicy(p)
+	case kClusterGroup:
+		if !exists {
+			e.DeleteClusterGroup(k.name)
+			return nil
+		}
+		g, err := fromUnstructured[crdv1.ClusterGroup](obj)
+		if err != nil {
+			return err
+		}
+		e.UpsertClusterGroup(g.Name, g.Spec)
+	case kGroup:
+		if !exists {
+			e.DeleteGroup(k.namespace, k.name)
+			return nil
+		}
+		g, err := fromUnstructured[crdv1.Group](obj)
+		if err != nil {
+			return err
+		}
+		e.UpsertGroup(g.Namespace, g.Name, g.Spec)
+	}
+	return nil
+}
