@@ -1,0 +1,300 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the agent configuration.
+type Config struct {
+	NodeName string `mapstructure:"nodeName"`
+	Bridge   Bridge `mapstructure:"bridge"`
+	OVS      OVS    `mapstructure:"ovs"`
+	// RunDir holds the agent's state file (table layout, cookie prefixes).
+	RunDir string `mapstructure:"runDir"`
+	// SocketDir holds the agent's local API socket (agent.sock).
+	SocketDir string   `mapstructure:"socketDir"`
+	Node      Node     `mapstructure:"node"`
+	Limits    Limits   `mapstructure:"limits"`
+	Plugins   []Plugin `mapstructure:"plugins"`
+	LogLevel  string   `mapstructure:"logLevel"`
+	// HealthInterval is how often each plugin is pinged.
+	HealthInterval time.Duration `mapstructure:"healthInterval"`
+}
+
+// Bridge is the integration bridge.
+type Bridge struct {
+	Name         string `mapstructure:"name"`
+	DatapathType string `mapstructure:"datapathType"`
+}
+
+// OVS says where Open vSwitch listens.
+type OVS struct {
+	// DBSocket is the ovsdb-server endpoint, e.g. unix:/var/run/openvswitch/db.sock.
+	DBSocket string `mapstructure:"dbSocket"`
+	// RunDir is ovs-vswitchd's run directory, holding <bridge>.mgmt.
+	RunDir string `mapstructure:"runDir"`
+}
+
+// MgmtSocket is the bridge's OpenFlow management socket.
+func (c *Config) MgmtSocket() string { return c.OVS.RunDir + "/" + c.Bridge.Name + ".mgmt" }
+
+// Node holds facts about this node handed to plugins.
+type Node struct {
+	PodCIDRs   []string `mapstructure:"podCIDRs"`
+	NodeIPs    []string `mapstructure:"nodeIPs"`
+	GatewayIP  string   `mapstructure:"gatewayIP"`
+	GatewayMAC string   `mapstructure:"gatewayMAC"`
+	MTU        int      `mapstructure:"mtu"`
+}
+
+// Limits bound what one plugin may do, so a buggy one cannot starve others.
+type Limits struct {
+	MaxFlows int `mapstructure:"maxFlows"`
+	MaxBatch int `mapstructure:"maxBatch"`
+	// RequestsPerSecond bounds host calls (sustained); Burst is the bucket.
+	RequestsPerSecond float64 `mapstructure:"requestsPerSecond"`
+	Burst             int     `mapstructure:"burst"`
+}
+
+// Plugin enables one plugin.
+type Plugin struct {
+	Name string   `mapstructure:"name"`
+	Path string   `mapstructure:"path"`
+	Args []string `mapstructure:"args"`
+	// Limits override the global limits field by field (0 = inherit).
+	Limits Limits `mapstructure:"limits"`
+	// Config is the plugin's own section, handed to it as JSON. It is read
+	// from the YAML file directly so key case is preserved.
+	Config json.RawMessage `mapstructure:"-"`
+}
+
+// EffectiveLimits merges the plugin's limits over the global ones.
+func (c *Config) EffectiveLimits(p Plugin) Limits {
+	l := c.Limits
+	if p.Limits.MaxFlows != 0 {
+		l.MaxFlows = p.Limits.MaxFlows
+	}
+	if p.Limits.MaxBatch != 0 {
+		l.MaxBatch = p.Limits.MaxBatch
+	}
+	if p.Limits.RequestsPerSecond != 0 {
+		l.RequestsPerSecond = p.Limits.RequestsPerSecond
+	}
+	if p.Limits.Burst != 0 {
+		l.Burst = p.Limits.Burst
+	}
+	return l
+}
+
+func setDefaults(v *viper.Viper) {
+	v.SetDefault("nodeName", "")
+	v.SetDefault("bridge.name", "br-int")
+	v.SetDefault("bridge.datapathType", "system")
+	v.SetDefault("ovs.dbSocket", "unix:/var/run/openvswitch/db.sock")
+	v.SetDefault("ovs.runDir", "/var/run/openvswitch")
+	v.SetDefault("runDir", "/var/run/switchyard")
+	v.SetDefault("socketDir", "/var/run/switchyard")
+	v.SetDefault("node.mtu", 1450)
+	v.SetDefault("node.gatewayIP", "")
+	v.SetDefault("node.gatewayMAC", "")
+	v.SetDefault("limits.maxFlows", 200000)
+	v.SetDefault("limits.maxBatch", 20000)
+	v.SetDefault("limits.requestsPerSecond", 200)
+	v.SetDefault("limits.burst", 400)
+	v.SetDefault("logLevel", "info")
+	v.SetDefault("healthInterval", "1s")
+}
+
+// Flags registers the agent's flags; Load reads them.
+func Flags(fs *pflag.FlagSet) {
+	fs.String("config", "", "path of the YAML config file")
+	fs.String("node-name", "", "node name (overrides nodeName)")
+	fs.String("bridge", "", "integration bridge name (overrides bridge.name)")
+	fs.String("datapath-type", "", "system or netdev (overrides bridge.datapathType)")
+	fs.String("ovs-db-socket", "", "ovsdb-server endpoint (overrides ovs.dbSocket)")
+	fs.String("ovs-run-dir", "", "ovs-vswitchd run directory (overrides ovs.runDir)")
+	fs.String("run-dir", "", "agent state directory (overrides runDir)")
+	fs.String("socket-dir", "", "agent API socket directory (overrides socketDir)")
+	fs.String("log-level", "", "debug, info, warn or error (overrides logLevel)")
+}
+
+var flagKeys = map[string]string{
+	"node-name": "nodeName", "bridge": "bridge.name", "datapath-type": "bridge.datapathType",
+	"ovs-db-socket": "ovs.dbSocket", "ovs-run-dir": "ovs.runDir", "run-dir": "runDir",
+	"socket-dir": "socketDir", "log-level": "logLevel",
+}
+
+// Load reads the config: file (from --config, or path if fs is nil), then
+// SWITCHYARD_<KEY> environment variables (e.g. SWITCHYARD_BRIDGE_NAME),
+// then flags that were set.
+func Load(path string, fs *pflag.FlagSet) (*Config, error) {
+	v := viper.New()
+	setDefaults(v)
+	v.SetEnvPrefix("SWITCHYARD")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if fs != nil {
+		if f := fs.Lookup("config"); f != nil && f.Value.String() != "" {
+			path = f.Value.String()
+		}
+		for flag, key := range flagKeys {
+			if f := fs.Lookup(flag); f != nil && f.Changed {
+				if err := v.BindPFlag(key, f); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	var raw []byte
+	if path != "" {
+		var err error
+		raw, err = os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(strings.NewReader(string(raw))); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := pluginSections(raw, &c); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
+	}
+	return &c, nil
+}
+
+// pluginSections reads plugins[i].config with its key case intact (viper
+// lower-cases keys) and stores it as JSON.
+func pluginSections(raw []byte, c *Config) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var doc struct {
+		Plugins []struct {
+			Config any `yaml:"config"`
+		} `yaml:"plugins"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return err
+	}
+	for i := range c.Plugins {
+		if i >= len(doc.Plugins) || doc.Plugins[i].Config == nil {
+			continue
+		}
+		b, err := json.Marshal(doc.Plugins[i].Config)
+		if err != nil {
+			return fmt.Errorf("plugins[%d].config: %w", i, err)
+		}
+		c.Plugins[i].Config = b
+	}
+	return nil
+}
+
+// Validate returns every problem, one per line, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.NodeName == "" {
+		bad("nodeName", "required (the Kubernetes node name; flag --node-name or SWITCHYARD_NODENAME)")
+	}
+	if c.Bridge.Name == "" || len(c.Bridge.Name) > 15 {
+		bad("bridge.name", "%q must be 1-15 characters (a Linux interface name)", c.Bridge.Name)
+	}
+	if c.Bridge.DatapathType != "system" && c.Bridge.DatapathType != "netdev" {
+		bad("bridge.datapathType", "%q must be system or netdev", c.Bridge.DatapathType)
+	}
+	if !strings.HasPrefix(c.OVS.DBSocket, "unix:") && !strings.HasPrefix(c.OVS.DBSocket, "tcp:") {
+		bad("ovs.dbSocket", "%q must start with unix: or tcp:", c.OVS.DBSocket)
+	}
+	for key, dir := range map[string]string{"ovs.runDir": c.OVS.RunDir, "runDir": c.RunDir, "socketDir": c.SocketDir} {
+		if dir == "" || !strings.HasPrefix(dir, "/") {
+			bad(key, "%q must be an absolute directory path", dir)
+		}
+	}
+	for i, p := range c.Node.PodCIDRs {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			bad(fmt.Sprintf("node.podCIDRs[%d]", i), "%q is not a CIDR", p)
+		}
+	}
+	for i, a := range c.Node.NodeIPs {
+		if _, err := netip.ParseAddr(a); err != nil {
+			bad(fmt.Sprintf("node.nodeIPs[%d]", i), "%q is not an IP address", a)
+		}
+	}
+	if c.Node.GatewayIP != "" {
+		if _, err := netip.ParseAddr(c.Node.GatewayIP); err != nil {
+			bad("node.gatewayIP", "%q is not an IP address", c.Node.GatewayIP)
+		}
+	}
+	if c.Node.GatewayMAC != "" {
+		if _, err := net.ParseMAC(c.Node.GatewayMAC); err != nil {
+			bad("node.gatewayMAC", "%q is not a MAC address", c.Node.GatewayMAC)
+		}
+	}
+	if c.Node.MTU < 576 || c.Node.MTU > 9216 {
+		bad("node.mtu", "%d out of range 576-9216", c.Node.MTU)
+	}
+	checkLimits := func(prefix string, l Limits, global bool) {
+		if l.MaxFlows < 0 || (global && l.MaxFlows == 0) {
+			bad(prefix+"maxFlows", "%d must be positive", l.MaxFlows)
+		}
+		if l.MaxBatch < 0 || (global && l.MaxBatch == 0) || l.MaxBatch > 50000 {
+			bad(prefix+"maxBatch", "%d must be 1-50000 (the switch's atomic bundle limit)", l.MaxBatch)
+		}
+		if l.RequestsPerSecond < 0 || (global && l.RequestsPerSecond == 0) {
+			bad(prefix+"requestsPerSecond", "%v must be positive", l.RequestsPerSecond)
+		}
+		if l.Burst < 0 {
+			bad(prefix+"burst", "%d must not be negative", l.Burst)
+		}
+	}
+	checkLimits("limits.", c.Limits, true)
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("logLevel", "%q must be debug, info, warn or error", c.LogLevel)
+	}
+	if c.HealthInterval < 100*time.Millisecond {
+		bad("healthInterval", "%v is too short (minimum 100ms)", c.HealthInterval)
+	}
+	names := map[string]int{}
+	for i, p := range c.Plugins {
+		key := fmt.Sprintf("plugins[%d]", i)
+		if p.Name == "" {
+			bad(key+".name", "required")
+		} else if j, dup := names[p.Name]; dup {
+			bad(key+".name", "%q is already used by plugins[%d]", p.Name, j)
+		} else {
+			names[p.Name] = i
+		}
+		if p.Path == "" {
+			bad(key+".path", "required (the plugin binary)")
+		} else if st, err := os.Stat(p.Path); err != nil {
+			bad(key+".path", "%v", err)
+		} else if st.IsDir() || st.Mode()&0o111 == 0 {
+			bad(key+".path", "%s is not an executable file", p.Path)
+		}
+		checkLimits(key+".limits.", p.Limits, false)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, dir, name, body string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadLayers(t *testing.T) {
+	dir := t.TempDir()
+	plugin := writeFile(t, dir, "plug", "#!/bin/sh\n", 0o755)
+	cfg := writeFile(t, dir, "agent.yaml", `
+nodeName: node-a
+bridge:
+  name: br-int
+  datapathType: netdev
+ovs:
+  dbSocket: unix:/tmp/db.sock
+  runDir: /tmp/ovs
+runDir: /tmp/run
+socketDir: /tmp/sock
+node:
+  podCIDRs: [10.10.1.0/24]
+  mtu: 1400
+plugins:
+  - name: template
+    path: `+plugin+`
+    limits: {maxFlows: 10}
+    config:
+      blockTCPPorts: [23, 2323]
+`, 0o644)
+	t.Setenv("SWITCHYARD_BRIDGE_NAME", "br-env")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	Flags(fs)
+	if err := fs.Parse([]string{"--config", cfg, "--node-name", "node-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load("", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeName != "node-flag" || c.Bridge.Name != "br-env" || c.Bridge.DatapathType != "netdev" || c.Node.MTU != 1400 {
+		t.Errorf("layers not applied: node %q bridge %q dp %q mtu %d", c.NodeName, c.Bridge.Name, c.Bridge.DatapathType, c.Node.MTU)
+	}
+	if c.HealthInterval != time.Second || c.Limits.MaxBatch != 20000 {
+		t.Errorf("defaults not applied: %v %d", c.HealthInterval, c.Limits.MaxBatch)
+	}
+	if diff := cmp.Diff(`{"blockTCPPorts":[23,2323]}`, string(c.Plugins[0].Config)); diff != "" {
+		t.Errorf("plugin section (case must be kept) (-want +got):\n%s", diff)
+	}
+	l := c.EffectiveLimits(c.Plugins[0])
+	if l.MaxFlows != 10 || l.MaxBatch != 20000 {
+		t.Errorf("effective limits = %+v", l)
+	}
+	if c.MgmtSocket() != "/tmp/ovs/br-env.mgmt" {
+		t.Errorf("mgmt socket %q", c.MgmtSocket())
+	}
+}
+
+func TestBadConfigListsEveryErrorWithKey(t *testing.T) {
+	dir := t.TempDir()
+	notExec := writeFile(t, dir, "plain", "x", 0o644)
+	cfg := writeFile(t, dir, "agent.yaml", `
+bridge:
+  datapathType: kernel
+ovs:
+  dbSocket: /no/scheme
+runDir: relative
+node:
+  podCIDRs: [10.10.1.0/33]
+  gatewayMAC: zz
+limits:
+  maxBatch: 100000
+plugins:
+  - name: a
+    path: `+notExec+`
+  - name: a
+  - path: /does/not/exist
+`, 0o644)
+	_, err := Load(cfg, nil)
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, want := range []string{
+		"nodeName: required",
+		`bridge.datapathType: "kernel" must be system or netdev`,
+		`ovs.dbSocket: "/no/scheme" must start with unix: or tcp:`,
+		`runDir: "relative" must be an absolute directory path`,
+		`node.podCIDRs[0]: "10.10.1.0/33" is not a CIDR`,
+		`node.gatewayMAC: "zz" is not a MAC address`,
+		"limits.maxBatch: 100000 must be 1-50000",
+		"plugins[0].path: " + notExec + " is not an executable file",
+		`plugins[1].name: "a" is already used by plugins[0]`,
+		"plugins[1].path: required",
+		"plugins[2].name: required",
+		"plugins[2].path: stat /does/not/exist: no such file or directory",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not contain %q:\n%v", want, err)
+		}
+	}
+}
