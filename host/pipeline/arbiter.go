@@ -330,3 +330,13 @@ func (a *Arbiter) Assignment(name string) (sdk.Assignment, bool) {
 	maps.Copy(out.Fields, p.Bits)
 	return out, true
 }
+
+// PluginByPrefix finds the plugin with a cookie prefix.
+func (a *Arbiter) PluginByPrefix(prefix uint16) (string, bool) {
+	for n, p := range a.plugins {
+		if p.Prefix == prefix {
+			return n, true
+		}
+	}
+	return "", false
+}

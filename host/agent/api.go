@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// PluginStatus is one row of GET /v1/plugins.
+type PluginStatus struct {
+	Name         string   `json:"name"`
+	State        string   `json:"state"`
+	Version      string   `json:"version"`
+	APIVersion   int      `json:"apiVersion"`
+	PID          int      `json:"pid"`
+	Restarts     int      `json:"restarts"`
+	Flows        int      `json:"flows"`
+	CookiePrefix uint16   `json:"cookiePrefix"`
+	Round        uint16   `json:"round"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	LastError    string   `json:"lastError,omitempty"`
+}
+
+// TableStatus is one row of GET /v1/tables.
+type TableStatus struct {
+	Pipeline string `json:"pipeline"`
+	Stage    string `json:"stage"`
+	Table    string `json:"table"`
+	ID       uint8  `json:"id"`
+	Owner    string `json:"owner"`
+	Exported bool   `json:"exported"`
+	Miss     string `json:"miss"`
+	Flows    int    `json:"flows"`
+}
+
+// Plugins reports every enabled plugin.
+func (a *Agent) Plugins() []PluginStatus {
+	a.pmu.Lock()
+	order := append([]string(nil), a.order...)
+	rs := map[string]*runner{}
+	for n, r := range a.plugins {
+		rs[n] = r
+	}
+	a.pmu.Unlock()
+	out := make([]PluginStatus, 0, len(order))
+	for _, n := range order {
+		r := rs[n]
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		s := PluginStatus{Name: n, State: r.state, Version: r.version, APIVersion: r.apiVersion, PID: r.pid, Restarts: r.restarts, LastError: r.lastErr}
+		for _, c := range r.caps {
+			s.Capabilities = append(s.Capabilities, string(c))
+		}
+		r.mu.Unlock()
+		a.mu.Lock()
+		s.Flows = a.store.Count(n)
+		if p, ok := a.arb.Plugin(n); ok {
+			s.CookiePrefix, s.Round = p.Prefix, p.Round
+		}
+		a.mu.Unlock()
+		out = append(out, s)
+	}
+	return out
+}
+
+// Tables reports the table layout.
+func (a *Agent) Tables() []TableStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	counts := map[uint8]int{}
+	for _, o := range a.store.Owners() {
+		for _, e := range a.store.Flows(o) {
+			counts[e.Key.Table]++
+		}
+	}
+	var out []TableStatus
+	for _, t := range a.arb.Layout() {
+		out = append(out, TableStatus{Pipeline: t.Pipeline.String(), Stage: t.Stage.String(), Table: t.Name, ID: t.ID,
+			Owner: t.Owner, Exported: t.Exported, Miss: t.Miss.String(), Flows: counts[t.ID]})
+	}
+	return out
+}
+
+// Flows returns the canonical text of a plugin's flows.
+func (a *Agent) Flows(owner string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, e := range a.store.Flows(owner) {
+		out = append(out, e.R.String())
+	}
+	return out
+}
+
+// Handler serves the introspection API:
+//
+//	GET /v1/plugins              plugins, state, version, flow counts
+//	GET /v1/tables               table layout: pipeline, stage, table, ID, owner
+//	GET /v1/flows?plugin=NAME    a plugin's flows, canonical text
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+	}
+	mux.HandleFunc("GET /v1/plugins", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Plugins()) })
+	mux.HandleFunc("GET /v1/tables", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Tables()) })
+	mux.HandleFunc("GET /v1/flows", func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Query().Get("plugin")
+		if p == "" {
+			http.Error(w, "missing ?plugin=NAME", http.StatusBadRequest)
+			return
+		}
+		reply(w, a.Flows(p))
+	})
+	return mux
+}
+
+// ServeAPI serves Handler on <socketDir>/agent.sock until ctx ends.
+func (a *Agent) ServeAPI(ctx context.Context, socketDir string) (string, error) {
+	if err := os.MkdirAll(socketDir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(socketDir, "agent.sock")
+	_ = os.Remove(path) // a stale socket from a previous run
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return "", fmt.Errorf("introspection socket: %w", err)
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("introspection API stopped", "error", err)
+		}
+	}()
+	return path, nil
+}

@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/host/flowstore"
+	"switchyard.dev/switchyard/host/ofxlate"
+	"switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/host/pipeline"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// Apply arbitrates a batch from owner and installs it atomically (one
+// OpenFlow bundle). It is what a plugin's Host.Apply ends in, and what the
+// host itself uses for its own flows. lim bounds batch size and flow count.
+func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim config.Limits) error {
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("%w: plugin %q: %v", sdk.ErrInvalid, owner, err)
+	}
+	if lim.MaxBatch > 0 && b.Len() > lim.MaxBatch {
+		return fmt.Errorf("%w: plugin %q: batch of %d operations is over its limit of %d; split it", sdk.ErrLimit, owner, b.Len(), lim.MaxBatch)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.arb.Plugin(owner)
+	if !ok {
+		return fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
+	}
+	ops := make([]flowstore.Op, 0, b.Len())
+	for i, op := range b.Ops {
+		switch {
+		case op.Flow != nil:
+			r, err := a.arb.Resolve(owner, op.Flow)
+			if err != nil {
+				return fmt.Errorf("batch op %d: %w", i, err)
+			}
+			ops = append(ops, flowstore.Op{Kind: op.Kind, Flow: r})
+		case op.Group != nil:
+			ops = append(ops, flowstore.Op{Kind: op.Kind, Group: op.Group, Prefix: p.Prefix})
+		case op.Meter != nil:
+			ops = append(ops, flowstore.Op{Kind: op.Kind, Meter: op.Meter, Prefix: p.Prefix})
+		}
+	}
+	return a.applyLocked(ctx, owner, ops, lim.MaxFlows)
+}
+
+func (a *Agent) applyLocked(ctx context.Context, owner string, ops []flowstore.Op, maxFlows int) error {
+	plan, err := a.store.Plan(owner, ops, maxFlows)
+	if err != nil {
+		return err
+	}
+	msgs, err := a.planMessagesLocked(plan)
+	if err != nil {
+		return err
+	}
+	if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs), err)
+	}
+	a.store.Commit(plan)
+	return nil
+}
+
+// fieldsLocked is every register field owner may use in group buckets.
+func (a *Agent) fieldsLocked(owner string) map[string]flow.Bits {
+	f := flow.WellKnownBits()
+	if p, ok := a.arb.Plugin(owner); ok {
+		maps.Copy(f, p.Bits)
+	}
+	return f
+}
+
+// planMessagesLocked orders a plan for the switch: meters and groups are
+// added before the flows that use them and deleted after.
+func (a *Agent) planMessagesLocked(p *flowstore.Plan) ([]openflow.Message, error) {
+	var pre, mid, post []openflow.Message
+	fields := a.fieldsLocked(p.Owner)
+	for _, c := range p.Changes {
+		switch {
+		case c.Flow != nil:
+			m, err := ofxlate.FlowMod(c.Kind, c.Flow.R)
+			if err != nil {
+				return nil, err
+			}
+			mid = append(mid, m)
+		case c.Group != nil:
+			m, err := ofxlate.GroupMod(c.Kind, c.Group, fields)
+			if err != nil {
+				return nil, err
+			}
+			if c.Kind == flow.OpDelete {
+				post = append(post, m)
+			} else {
+				pre = append(pre, m)
+			}
+		case c.Meter != nil:
+			m := ofxlate.MeterMod(c.Kind, c.Meter)
+			if c.Kind == flow.OpDelete {
+				post = append(post, m)
+			} else {
+				pre = slices.Insert(pre, 0, openflow.Message(m))
+			}
+		}
+	}
+	return append(append(pre, mid...), post...), nil
+}
+
+// allMessagesLocked is everything the store holds, as adds, for a replay.
+func (a *Agent) allMessagesLocked() ([]openflow.Message, error) {
+	var meters, groups, flows []openflow.Message
+	for _, owner := range a.store.Owners() {
+		for _, m := range a.store.Meters(owner) {
+			meters = append(meters, ofxlate.MeterMod(flow.OpAdd, m))
+		}
+		fields := a.fieldsLocked(owner)
+		for _, g := range a.store.Groups(owner) {
+			m, err := ofxlate.GroupMod(flow.OpAdd, g, fields)
+			if err != nil {
+				return nil, err
+			}
+			groups = append(groups, m)
+		}
+		for _, e := range a.store.Flows(owner) {
+			m, err := ofxlate.FlowMod(flow.OpAdd, e.R)
+			if err != nil {
+				return nil, err
+			}
+			flows = append(flows, m)
+		}
+	}
+	return append(append(meters, groups...), flows...), nil
+}
+
+// Synced sweeps owner's flows from earlier rounds: on the switch by cookie
+// (which also catches flows installed before an agent restart), and in the
+// store.
+func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.arb.Plugin(owner)
+	if !ok {
+		return 0, fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
+	}
+	var msgs []openflow.Message
+	for _, r := range p.Unswept {
+		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookieOwnerMask,
+			Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, r, 0)}})
+	}
+	stale := a.store.Stale(owner, p.Round)
+	if len(msgs) > 0 {
+		if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+			return 0, fmt.Errorf("%w: plugin %q: sweeping stale rounds %v: %v", sdk.ErrSwitch, owner, p.Unswept, err)
+		}
+	}
+	a.store.Forget(owner, stale)
+	a.arb.Swept(owner)
+	a.saveStateLocked()
+	a.log.Info("plugin synced; stale flows swept", "plugin", owner, "round", p.Round, "swept_rounds", p.Unswept, "stale_flows", len(stale), "flows", a.store.Count(owner))
+	return len(stale), nil
+}
+
+// registerLocked registers (or re-registers) owner and installs the miss
+// flows of its tables, then re-resolves layout-dependent flows of everyone
+// (a new table may now be someone's "next table").
+func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.DescribeResponse) (pipeline.Plugin, error) {
+	before := a.arb.Layout()
+	p, err := a.arb.Register(owner, desc.Tables, desc.Fields)
+	if err != nil {
+		return pipeline.Plugin{}, err
+	}
+	a.saveStateLocked()
+	if !slices.Equal(before, a.arb.Layout()) {
+		if err := a.relayoutLocked(ctx); err != nil {
+			return *p, err
+		}
+	}
+	var ops []flowstore.Op
+	for _, t := range p.Tables {
+		r, err := a.arb.MissFlow(t)
+		if err != nil {
+			return *p, err
+		}
+		if r != nil {
+			ops = append(ops, flowstore.Op{Kind: flow.OpAdd, Flow: r})
+		}
+	}
+	if len(ops) > 0 {
+		if err := a.applyLocked(ctx, owner, ops, 0); err != nil {
+			return *p, fmt.Errorf("install table-miss flows: %w", err)
+		}
+	}
+	return *p, nil
+}
+
+// RegisterLocal registers an in-host owner (no plugin process) and returns
+// its assignment; the host uses it for its own flows and benchmarks use it
+// as the direct path.
+func (a *Agent) RegisterLocal(ctx context.Context, owner string, desc *sdk.DescribeResponse) (sdk.Assignment, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.registerLocked(ctx, owner, desc); err != nil {
+		return sdk.Assignment{}, err
+	}
+	asg, _ := a.arb.Assignment(owner)
+	return asg, nil
+}
+
+// relayoutLocked re-resolves every flow whose jumps depend on the layout
+// and rewrites those whose targets moved. Each flow keeps its cookie.
+func (a *Agent) relayoutLocked(ctx context.Context) error {
+	for _, owner := range a.store.Owners() {
+		var changes []flowstore.Change
+		var msgs []openflow.Message
+		for _, e := range a.store.Flows(owner) {
+			if !e.R.Layout {
+				continue
+			}
+			r, err := a.arb.Resolve(owner, e.R.Flow)
+			if err != nil {
+				a.log.Warn("flow no longer resolves after a layout change; it stays as installed", "plugin", owner, "flow", e.R.String(), "error", err)
+				continue
+			}
+			r.Cookie = e.R.Cookie
+			if r.Goto == e.R.Goto && slices.Equal(r.CTResume, e.R.CTResume) {
+				continue
+			}
+			m, err := ofxlate.FlowMod(flow.OpAdd, r)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+			changes = append(changes, flowstore.Change{Kind: flow.OpAdd, Flow: &flowstore.Entry{Key: e.Key, R: r}})
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+			return fmt.Errorf("%w: re-pointing %d flows of plugin %q after a layout change: %v", sdk.ErrSwitch, len(msgs), owner, err)
+		}
+		a.store.Commit(&flowstore.Plan{Owner: owner, Changes: changes})
+		a.log.Info("re-pointed flows after a layout change", "plugin", owner, "flows", len(msgs))
+	}
+	return nil
+}
+
+// removePlugin deletes everything of an unloaded plugin: its flows (by
+// cookie prefix), all flows in its tables (others' too, the tables are
+// gone), its groups, meters and ports, and its layout entry.
+func (a *Agent) removePlugin(ctx context.Context, owner string) {
+	ports, err := a.db.Ports(ctx, owner)
+	if err != nil {
+		a.log.Error("list ports of unloaded plugin", "plugin", owner, "error", err)
+	}
+	for _, p := range ports {
+		if err := a.db.DeletePort(ctx, p.Name); err != nil {
+			a.log.Error("delete port of unloaded plugin", "plugin", owner, "port", p.Name, "error", err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.arb.Plugin(owner)
+	if !ok {
+		return
+	}
+	msgs := []openflow.Message{&openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookiePrefixMask,
+		Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, 0, 0)}}}
+	for _, tn := range p.Tables {
+		t, _ := a.arb.Table(tn)
+		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: t.ID}})
+	}
+	for _, g := range a.store.Groups(owner) {
+		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.Global})
+	}
+	for _, m := range a.store.Meters(owner) {
+		msgs = append(msgs, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.Global})
+	}
+	if err := a.sw.Bundle(ctx, msgs, false); err != nil {
+		a.log.Error("delete flows of unloaded plugin", "plugin", owner, "error", err)
+	}
+	for _, t := range a.arb.Unregister(owner) {
+		a.store.ForgetTable(t.ID)
+	}
+	a.store.DropOwner(owner)
+	if err := a.relayoutLocked(ctx); err != nil {
+		a.log.Error("re-point flows after unload", "plugin", owner, "error", err)
+	}
+	a.saveStateLocked()
+	a.log.Info("plugin removed", "plugin", owner, "tables", len(p.Tables), "ports", len(ports))
+}

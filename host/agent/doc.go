@@ -1,0 +1,9 @@
+// Package agent is switchyard-agent's core: it owns br-int through OVSDB
+// and OpenFlow, runs the feature plugins (supervisor.go), arbitrates what
+// they submit (apply.go, on top of host/pipeline and host/flowstore), keeps
+// every flow so it can replay them when ovs-vswitchd restarts, demuxes
+// packet-ins to the owning plugin, and serves the local introspection API
+// (api.go).
+//
+// Where to start: New and Run (agent.go), then Apply (apply.go).
+package agent

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"switchyard.dev/switchyard/host/ofxlate"
+	"switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/host/pipeline"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/sdkhost"
+)
+
+// service is what one plugin reaches through its Host handle.
+type service struct {
+	a *Agent
+	r *runner
+}
+
+var _ sdkhost.HostService = (*service)(nil)
+
+func (s *service) name() string { return s.r.spec.Name }
+
+func (s *service) admit() error {
+	if !s.r.limiter.allow() {
+		return fmt.Errorf("%w: plugin %q is over its request rate of %v/s (burst %d); batch more per request", sdk.ErrLimit, s.name(), s.r.lim.RequestsPerSecond, s.r.lim.Burst)
+	}
+	return nil
+}
+
+func (s *service) Apply(ctx context.Context, b *flow.Batch) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	return s.a.Apply(ctx, s.name(), b, s.r.lim)
+}
+
+func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port, error) {
+	if err := s.admit(); err != nil {
+		return sdk.Port{}, err
+	}
+	if req.Name == "" || len(req.Name) > 15 {
+		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port name %q must be 1-15 characters", sdk.ErrInvalid, s.name(), req.Name)
+	}
+	if err := s.a.db.CreatePort(ctx, ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name()}); err != nil {
+		return sdk.Port{}, fmt.Errorf("%w: plugin %q: create port %q: %v", sdk.ErrSwitch, s.name(), req.Name, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := s.a.db.WaitOFPort(wctx, req.Name); err != nil {
+		return sdk.Port{}, fmt.Errorf("%w: plugin %q: %v", sdk.ErrSwitch, s.name(), err)
+	}
+	return s.Port(ctx, req.Name)
+}
+
+func (s *service) DeletePort(ctx context.Context, name string) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	p, err := s.a.db.Port(ctx, name)
+	if errors.Is(err, ovsdb.ErrNoPort) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
+	}
+	if p.Owner != s.name() {
+		return fmt.Errorf("%w: plugin %q may not delete port %q: it belongs to %q", sdk.ErrNotOwner, s.name(), name, p.Owner)
+	}
+	if err := s.a.db.DeletePort(ctx, name); err != nil {
+		return fmt.Errorf("%w: plugin %q: delete port %q: %v", sdk.ErrSwitch, s.name(), name, err)
+	}
+	return nil
+}
+
+func (s *service) Port(ctx context.Context, name string) (sdk.Port, error) {
+	p, err := s.a.db.Port(ctx, name)
+	if errors.Is(err, ovsdb.ErrNoPort) {
+		return sdk.Port{}, fmt.Errorf("%w: port %q", sdk.ErrNotFound, name)
+	}
+	if err != nil {
+		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
+	}
+	out := sdk.Port{Name: p.Name, Owner: p.Owner}
+	if p.OFPort > 0 {
+		out.OFPort = uint32(p.OFPort)
+	}
+	if mac, err := net.ParseMAC(p.MAC); err == nil {
+		out.MAC = mac
+	}
+	return out, nil
+}
+
+func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	s.a.mu.Lock()
+	fields := s.a.fieldsLocked(s.name())
+	p, _ := s.a.arb.Plugin(s.name())
+	s.a.mu.Unlock()
+	for _, act := range po.Actions {
+		if err := act.Validate(); err != nil {
+			return fmt.Errorf("%w: plugin %q: packet-out: %v", sdk.ErrInvalid, s.name(), err)
+		}
+		if act.Kind == flow.ActCT {
+			return fmt.Errorf("%w: plugin %q: packet-out cannot use ct()", sdk.ErrInvalid, s.name())
+		}
+	}
+	acts, err := ofxlate.Actions(po.Actions, &ofxlate.Context{Fields: fields, Prefix: p.Prefix})
+	if err != nil {
+		return fmt.Errorf("plugin %q: packet-out: %w", s.name(), err)
+	}
+	if po.Resubmit {
+		acts = append(acts, openflow.Output{Port: openflow.PortTable})
+	}
+	if err := s.a.sw.Send(ctx, &openflow.PacketOut{InPort: po.InPort, Actions: acts, Data: po.Data}); err != nil {
+		return fmt.Errorf("%w: plugin %q: packet-out: %v", sdk.ErrSwitch, s.name(), err)
+	}
+	return nil
+}
+
+func (s *service) NodeFacts(context.Context) (sdk.NodeFacts, error) { return s.a.node, nil }
+
+func (s *service) Synced(ctx context.Context) error {
+	if _, err := s.a.Synced(ctx, s.name()); err != nil {
+		return err
+	}
+	s.r.markSynced()
+	return nil
+}
+
+// packetIn hands a packet-in to the plugin whose flow (by cookie) or table
+// sent it.
+func (a *Agent) packetIn(pi *openflow.PacketIn) {
+	if pi == nil {
+		return
+	}
+	prefix, _, tag := pipeline.SplitCookie(pi.Cookie)
+	a.mu.Lock()
+	owner, ok := a.arb.PluginByPrefix(prefix)
+	t, tok := a.arb.TableByID(pi.Table)
+	if !ok && tok {
+		owner, ok = t.Owner, true
+	}
+	a.mu.Unlock()
+	if !ok {
+		a.log.Debug("packet-in from a table and cookie no plugin owns", "table_id", pi.Table, "cookie", fmt.Sprintf("%#x", pi.Cookie))
+		return
+	}
+	a.pmu.Lock()
+	r := a.plugins[owner]
+	a.pmu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	wants := false
+	for _, c := range r.caps {
+		wants = wants || c == sdk.CapPacketIn
+	}
+	r.mu.Unlock()
+	if !wants {
+		return
+	}
+	req := sdk.PacketInRequest{Table: t.Name, TableID: pi.Table, Tag: tag, Userdata: pi.Userdata, Data: pi.Data}
+	for _, m := range pi.Match {
+		if m.Field == openflow.FieldInPort {
+			req.InPort = uint32(m.Uint64())
+		}
+	}
+	select {
+	case r.pktin <- req:
+	default:
+		a.log.Warn("packet-in queue full; dropping", "plugin", owner, "table", t.Name)
+	}
+}

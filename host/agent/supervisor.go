@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/sdkhost"
+)
+
+// Plugin states as the introspection API reports them.
+const (
+	StateStarting   = "starting"
+	StateRunning    = "running" // started, not yet synced
+	StateSynced     = "synced"
+	StateRestarting = "restarting"
+	StateFailed     = "failed" // will not be retried until the config changes
+	StateStopped    = "stopped"
+)
+
+// runner supervises one plugin process across restarts.
+type runner struct {
+	a    *Agent
+	spec config.Plugin
+	lim  config.Limits
+	log  *slog.Logger
+
+	limiter *bucket
+	pktin   chan sdk.PacketInRequest
+
+	mu         sync.Mutex
+	state      string
+	version    string
+	apiVersion int
+	pid        int
+	restarts   int
+	lastErr    string
+	caps       []sdk.Capability
+	proc       *sdkhost.Plugin
+	synced     chan struct{} // closed on each incarnation's Synced
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *runner) set(f func(r *runner)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r)
+}
+
+// startPlugin launches a plugin and waits for its first start attempt, so
+// plugins start (and get table IDs) in config order.
+func (a *Agent) startPlugin(ctx context.Context, spec config.Plugin, lim config.Limits) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &runner{a: a, spec: spec, lim: lim, log: a.log.With("plugin", spec.Name),
+		limiter: newBucket(lim.RequestsPerSecond, lim.Burst), pktin: make(chan sdk.PacketInRequest, 256),
+		state: StateStarting, cancel: cancel, done: make(chan struct{}), synced: make(chan struct{})}
+	a.pmu.Lock()
+	a.plugins[spec.Name] = r
+	if !slices.Contains(a.order, spec.Name) {
+		a.order = append(a.order, spec.Name)
+	}
+	a.pmu.Unlock()
+	first := make(chan struct{})
+	go r.run(ctx, first)
+	go r.deliverPacketIns(ctx)
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		r.log.Warn("plugin is slow to start; starting the next ones anyway")
+	}
+}
+
+// stop ends the plugin process (flows stay).
+func (r *runner) stop() {
+	r.cancel()
+	<-r.done
+	r.set(func(r *runner) { r.state = StateStopped })
+}
+
+const (
+	backoffMin = 200 * time.Millisecond
+	backoffMax = 10 * time.Second
+	// A run this long resets the backoff: the plugin was healthy.
+	healthyRun = 30 * time.Second
+)
+
+func (r *runner) run(ctx context.Context, first chan struct{}) {
+	defer close(r.done)
+	once := sync.OnceFunc(func() { close(first) })
+	defer once()
+	backoff := backoffMin
+	for {
+		began := time.Now()
+		err := r.incarnation(ctx, once)
+		if ctx.Err() != nil {
+			return
+		}
+		var permanent *permanentError
+		if errors.As(err, &permanent) {
+			r.log.Error("plugin cannot run; fix the plugin or config and reload (SIGHUP)", "error", err)
+			r.set(func(r *runner) { r.state, r.lastErr = StateFailed, err.Error() })
+			once()
+			return
+		}
+		if time.Since(began) > healthyRun {
+			backoff = backoffMin
+		}
+		r.log.Warn("plugin stopped; restarting it, its flows stay installed", "error", err, "backoff", backoff)
+		r.set(func(r *runner) {
+			r.state, r.restarts = StateRestarting, r.restarts+1
+			if err != nil {
+				r.lastErr = err.Error()
+			}
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+// permanentError is a start failure a restart cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// incarnation runs one plugin process until it dies or ctx ends.
+func (r *runner) incarnation(ctx context.Context, started func()) error {
+	p, err := sdkhost.Launch(sdkhost.Config{Name: r.spec.Name, Path: r.spec.Path, Args: r.spec.Args, Logger: r.a.log})
+	if err != nil {
+		if errors.Is(err, sdkhost.ErrUnsupportedVersion) {
+			return &permanentError{err}
+		}
+		return err
+	}
+	defer p.Kill()
+	r.set(func(r *runner) { r.proc, r.pid, r.apiVersion = p, p.Pid(), p.Version() })
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	desc, caps, err := p.Describe(callCtx)
+	if err != nil {
+		return fmt.Errorf("describe: %w", err)
+	}
+	if desc.Name != r.spec.Name {
+		return &permanentError{fmt.Errorf("plugin at %s calls itself %q but is enabled as %q; the names must match", r.spec.Path, desc.Name, r.spec.Name)}
+	}
+	r.a.mu.Lock()
+	_, err = r.a.registerLocked(callCtx, r.spec.Name, desc)
+	asg, _ := r.a.arb.Assignment(r.spec.Name)
+	r.a.mu.Unlock()
+	if err != nil {
+		return &permanentError{err}
+	}
+	synced := make(chan struct{})
+	r.set(func(r *runner) {
+		r.version, r.caps, r.state, r.synced = desc.Version, caps, StateRunning, synced
+	})
+	r.log.Info("plugin registered", "version", desc.Version, "api_version", p.Version(), "pid", p.Pid(),
+		"round", asg.Round, "cookie_prefix", asg.CookiePrefix, "tables", asg.Tables)
+	svc := &service{a: r.a, r: r}
+	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.node, Config: r.spec.Config, Service: svc}); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	started()
+	return r.watch(ctx, p)
+}
+
+// watch health-checks the process until it fails or ctx ends.
+func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
+	r.a.pmu.Lock()
+	interval := r.a.cfg.HealthInterval
+	r.a.pmu.Unlock()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	fails := 0
+	for {
+		select {
+		case <-ctx.Done():
+			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := p.Stop(stopCtx); err != nil {
+				r.log.Debug("plugin stop hook", "error", err)
+			}
+			cancel()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if p.Exited() {
+			return errors.New("plugin process exited")
+		}
+		if err := p.Ping(); err != nil {
+			fails++
+			if fails >= 3 {
+				return fmt.Errorf("plugin failed 3 health checks: %w", err)
+			}
+			continue
+		}
+		fails = 0
+	}
+}
+
+// markSynced is called when the current incarnation says it is synced.
+func (r *runner) markSynced() {
+	r.set(func(r *runner) {
+		r.state = StateSynced
+		select {
+		case <-r.synced:
+		default:
+			close(r.synced)
+		}
+	})
+}
+
+// deliverPacketIns hands packet-ins to the plugin one at a time.
+func (r *runner) deliverPacketIns(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pi := <-r.pktin:
+			r.mu.Lock()
+			p := r.proc
+			r.mu.Unlock()
+			if p == nil {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := p.PacketIn(cctx, pi); err != nil {
+				r.log.Debug("packet-in delivery failed", "table", pi.Table, "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// WaitSynced waits until the named plugin's current incarnation is synced.
+func (a *Agent) WaitSynced(ctx context.Context, name string) error {
+	for {
+		a.pmu.Lock()
+		r := a.plugins[name]
+		a.pmu.Unlock()
+		if r == nil {
+			return fmt.Errorf("plugin %q is not enabled", name)
+		}
+		r.mu.Lock()
+		ch, state, lastErr := r.synced, r.state, r.lastErr
+		r.mu.Unlock()
+		if state == StateFailed {
+			return fmt.Errorf("plugin %q failed: %s", name, lastErr)
+		}
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for plugin %q to sync (state %s): %w", name, state, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Reload applies a new config: plugins no longer listed are unloaded (their
+// flows, ports and tables removed), new ones are started in config order,
+// changed ones are restarted (keeping their flows).
+func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
+	a.pmu.Lock()
+	old := a.cfg
+	a.cfg = cfg
+	a.pmu.Unlock()
+	want := map[string]config.Plugin{}
+	for _, p := range cfg.Plugins {
+		want[p.Name] = p
+	}
+	for _, p := range old.Plugins {
+		np, keep := want[p.Name]
+		if keep && samePlugin(p, np) && old.EffectiveLimits(p) == cfg.EffectiveLimits(np) {
+			continue
+		}
+		a.pmu.Lock()
+		r := a.plugins[p.Name]
+		delete(a.plugins, p.Name)
+		a.order = slices.DeleteFunc(a.order, func(n string) bool { return n == p.Name })
+		a.pmu.Unlock()
+		if r != nil {
+			r.stop()
+		}
+		if !keep {
+			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
+			a.removePlugin(ctx, p.Name)
+		} else {
+			a.log.Info("plugin changed in config reload; restarting", "plugin", p.Name)
+		}
+	}
+	for _, p := range cfg.Plugins {
+		a.pmu.Lock()
+		_, running := a.plugins[p.Name]
+		a.pmu.Unlock()
+		if !running {
+			a.startPlugin(ctx, p, cfg.EffectiveLimits(p))
+		}
+	}
+}
+
+func samePlugin(a, b config.Plugin) bool {
+	return a.Path == b.Path && slices.Equal(a.Args, b.Args) && string(a.Config) == string(b.Config)
+}

@@ -1,0 +1,106 @@
+// Command beta is a test plugin: an IP spoof guard (ip/Validation) and an
+// ingress table (ip/IngressSecurity). With foreignTable set it tries to
+// write into another plugin's private table and logs the refusal; with
+// probe set it installs one flow unique to this incarnation, so a test can
+// watch the previous incarnation's copy get swept. With flows set it
+// installs that many filler flows (benchmarks).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"switchyard.dev/switchyard/plugins/testplugins/internal/tpconf"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+type beta struct{}
+
+const (
+	tGuard   = "beta.guard"
+	tIngress = "beta.ingress"
+)
+
+func (beta) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+	r.Name, r.Version = "beta", "1.0.0"
+	r.Tables = []sdk.Table{
+		{Name: tGuard, Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissNext},
+		{Name: tIngress, Pipeline: flow.PipelineIP, Stage: flow.StageIngressSecurity, Miss: sdk.MissNext},
+	}
+	return nil
+}
+
+// FillerFlow is the i-th benchmark flow: a /32 destination in 10.128.0.0/9.
+func FillerFlow(i int) flow.Flow {
+	a := netip.AddrFrom4([4]byte{10, byte(128 + i>>16&0x7f), byte(i >> 8), byte(i)})
+	return flow.Flow{Table: tIngress, Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(a), Goto: flow.NextTable()}
+}
+
+func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+	cfg, err := tpconf.Parse(req.Config)
+	if err != nil {
+		return err
+	}
+	h := req.Host
+	b := flow.NewBatch()
+	for _, p := range cfg.Ports {
+		port, err := h.Port(ctx, p.Name)
+		for i := 0; errors.Is(err, sdk.ErrNotFound) && i < 100; i++ { // alpha attaches the ports
+			time.Sleep(50 * time.Millisecond)
+			port, err = h.Port(ctx, p.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("port %s: %w", p.Name, err)
+		}
+		b.AddFlows(flow.Flow{Table: tGuard, Priority: 100, Match: flow.Match{}.InPort(port.OFPort).IPv4().IPv4Src(p.Addr()), Goto: flow.NextTable()})
+	}
+	// Anything else claiming a pod source is spoofed.
+	b.AddFlows(flow.Flow{Table: tGuard, Priority: 90, Match: flow.Match{}.IPv4().Field(flow.FieldPacketSource, flow.PacketSourceLocal)})
+	if cfg.Probe {
+		port := uint16(10000 + os.Getpid()%50000)
+		b.AddFlows(flow.Flow{Table: tIngress, Priority: 200, Match: flow.Match{}.TCP().TCPDst(port), Tag: 0xbeef})
+	}
+	if err := h.Apply(ctx, b); err != nil {
+		return err
+	}
+	if cfg.ForeignTable != "" {
+		err := h.Apply(ctx, flow.NewBatch().AddFlows(flow.Flow{Table: cfg.ForeignTable, Priority: 1}))
+		switch {
+		case errors.Is(err, sdk.ErrNotOwner):
+			h.Logger().Info("foreign table write refused as expected", "table", cfg.ForeignTable, "error", err)
+		default:
+			h.Logger().Error("foreign table write was NOT refused", "table", cfg.ForeignTable, "error", err)
+		}
+	}
+	if cfg.Flows > 0 {
+		if err := fill(ctx, h, cfg.Flows, cfg.Batch); err != nil {
+			return err
+		}
+	}
+	return h.Synced(ctx)
+}
+
+func fill(ctx context.Context, h sdk.Host, n, batch int) error {
+	if batch <= 0 {
+		batch = 5000
+	}
+	start := time.Now()
+	for i := 0; i < n; i += batch {
+		b := flow.NewBatch()
+		for j := i; j < min(n, i+batch); j++ {
+			b.AddFlows(FillerFlow(j))
+		}
+		if err := h.Apply(ctx, b); err != nil {
+			return fmt.Errorf("filler flows %d..: %w", i, err)
+		}
+	}
+	h.Logger().Info("filler flows installed", "flows", n, "took", time.Since(start))
+	return nil
+}
+
+func main() { sdk.Serve(beta{}) }

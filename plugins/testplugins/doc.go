@@ -1,0 +1,6 @@
+// Package testplugins holds the plugins the host's integration tests run
+// as real processes (itest/host). They are small but real: alpha wires
+// ports and forwards between them (classifier, ARP, L2, output), beta adds
+// a spoof guard and an ingress table, and tries to break the rules so the
+// tests can see the host refuse it.
+package testplugins
