@@ -47,6 +47,7 @@ func TestAddGivesConnectivity(t *testing.T) {
 	reachTCP(t, a.NetNS, gw, 8081)
 	// The node reaches its pods through the gateway.
 	reach(t, n.NetNS, a.IP())
+	reachTCP(t, n.NetNS, b.IP(), 8080)
 	if err := c.CheckPod(a); err != nil {
 		t.Errorf("CHECK after ADD: %v", err)
 	}

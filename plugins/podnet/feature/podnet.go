@@ -56,10 +56,12 @@ type Podnet struct {
 	log  *slog.Logger
 	cfg  Config
 	mtu  int
-	ipam *ipam.Allocator
-	st   *state
-	gw   flows.Endpoint
-	gwV  []netip.Addr
+	// noTxCsum: the bridge uses the userspace datapath (see veth.Config).
+	noTxCsum bool
+	ipam     *ipam.Allocator
+	st       *state
+	gw       flows.Endpoint
+	gwV      []netip.Addr
 }
 
 var (
@@ -138,6 +140,7 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	}
 	p.mu.Lock()
 	p.host, p.log, p.cfg, p.mtu, p.ipam, p.st = req.Host, log, cfg, mtu, al, st
+	p.noTxCsum = req.Node.DatapathType == "netdev"
 	p.gw = flows.Endpoint{OFPort: gwPort.OFPort, MAC: gwMAC, IPs: al.Gateways()}
 	p.mu.Unlock()
 
@@ -325,7 +328,8 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	}
 	mac := stableMAC(ips)
 	mtu := p.podMTU(a.NetConf)
-	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, MAC: mac, Addrs: ips, Gateways: p.gw.IPs}
+	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, MAC: mac, Addrs: ips, Gateways: p.gw.IPs,
+		NoTxChecksum: p.noTxCsum}
 	if _, err := veth.Setup(vc); err != nil {
 		return cnierr.New(cnierr.Interface, fmt.Sprintf("creating the pod interface: %v", err),
 			"check that the pod's network namespace is usable and no stale interface holds the name")

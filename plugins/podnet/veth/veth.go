@@ -27,6 +27,9 @@ type Config struct {
 	// Addrs are the pod's addresses; Gateways the gateway per family.
 	Addrs    []netip.Addr
 	Gateways []netip.Addr
+	// NoTxChecksum turns off transmit checksum offload on the pod end; the
+	// OVS userspace (netdev) datapath needs it for TCP and UDP to work.
+	NoTxChecksum bool
 }
 
 func (c Config) gatewayFor(a netip.Addr) (netip.Addr, bool) {
@@ -82,6 +85,11 @@ func configurePod(c Config) error {
 	link, err := netlink.LinkByName(c.IfName)
 	if err != nil {
 		return err
+	}
+	if c.NoTxChecksum {
+		if err := disableTxChecksum(c.IfName); err != nil {
+			return err
+		}
 	}
 	for _, a := range c.Addrs {
 		addr := &netlink.Addr{IPNet: hostNet(a)}
