@@ -20,7 +20,10 @@ type Engine struct {
 	nodeIDs   map[string]int32
 	nodeNames []string
 	watch     []int32 // watch count per node
-	nWatched  int
+	// nodeGroups lists, per node, the groups with pods on it, so a node's
+	// snapshot costs its span rather than the whole state.
+	nodeGroups [][]int32
+	nWatched   int
 
 	nss      []*namespace
 	nsByName map[string]int32
@@ -118,6 +121,7 @@ func (e *Engine) nodeIdx(name string) int32 {
 	id := int32(len(e.nodeNames))
 	e.nodeNames = append(e.nodeNames, name)
 	e.watch = append(e.watch, 0)
+	e.nodeGroups = append(e.nodeGroups, nil)
 	e.nodeIDs[name] = id
 	return id
 }

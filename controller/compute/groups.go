@@ -114,6 +114,7 @@ func (e *Engine) computeMembers(g *group) {
 			g.nodes[i].n++
 		} else {
 			g.nodes = slices.Insert(g.nodes, i, nodeCount{node, 1})
+			e.nodeGroups[node] = append(e.nodeGroups[node], int32(g.id))
 		}
 	}
 }
@@ -136,6 +137,9 @@ func (e *Engine) release(id int32) {
 		if len(e.clGroups[k]) == 0 {
 			delete(e.clGroups, k)
 		}
+	}
+	for _, nc := range g.nodes {
+		e.nodeGroups[nc.node] = removeID(e.nodeGroups[nc.node], id)
 	}
 	delete(e.groupByKey, g.key)
 	e.groups[id] = nil
@@ -183,6 +187,7 @@ func (e *Engine) nodeInc(g *group, node int32, p *pod) {
 		return
 	}
 	g.nodes = slices.Insert(g.nodes, i, nodeCount{node, 1})
+	e.nodeGroups[node] = append(e.nodeGroups[node], int32(g.id))
 	if g.atgRefs == 0 {
 		return
 	}
@@ -216,6 +221,7 @@ func (e *Engine) nodeDec(g *group, node int32, p *pod) {
 		return
 	}
 	g.nodes = slices.Delete(g.nodes, i, i+1)
+	e.nodeGroups[node] = removeID(e.nodeGroups[node], int32(g.id))
 	if g.atgRefs == 0 {
 		return
 	}

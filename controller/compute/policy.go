@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -505,33 +506,36 @@ func (e *Engine) Snapshot(node string) NodeSnapshot {
 	return e.snapshot(e.nodeIdx(node))
 }
 
+// snapshot walks only the groups with pods on n: the ATGs among them, the
+// AGs their rules use (exactly the AG span) and the policies applied to them.
 func (e *Engine) snapshot(n int32) NodeSnapshot {
 	var s NodeSnapshot
-	for _, g := range e.groups {
-		if g == nil {
+	e.stamp++
+	var ags []int32
+	var pols []int32
+	for _, gid := range e.nodeGroups[n] {
+		g := e.groups[gid]
+		if g.atgRefs == 0 {
 			continue
 		}
-		if g.atgRefs > 0 && hasNode(g.nodes, n) {
-			s.AppliedToGroups = append(s.AppliedToGroups, GroupState{ID: g.id, Members: e.members(g, n)})
+		s.AppliedToGroups = append(s.AppliedToGroups, GroupState{ID: g.id, Members: e.members(g, n)})
+		for _, ed := range g.edges {
+			if ag := e.groups[ed.ag]; ag.stamp != e.stamp {
+				ag.stamp = e.stamp
+				ags = append(ags, ed.ag)
+			}
 		}
-		if hasNode(g.agSpan, n) {
-			s.AddressGroups = append(s.AddressGroups, GroupState{ID: g.id, Members: e.members(g, -1)})
-		}
+		pols = append(pols, g.atgPolicies...)
 	}
-	for _, id := range e.policyByUID {
-		rec := e.policies[id]
-		if rec.out != nil && e.anyOnNode(rec.atgs, n) {
-			s.Policies = append(s.Policies, rec.out)
-		}
+	slices.Sort(ags)
+	for _, id := range ags {
+		s.AddressGroups = append(s.AddressGroups, GroupState{ID: GroupID(id), Members: e.members(e.groups[id], -1)})
 	}
-	slices.SortFunc(s.Policies, func(a, b *Policy) int {
-		if a.UID < b.UID {
-			return -1
-		}
-		if a.UID > b.UID {
-			return 1
-		}
-		return 0
-	})
+	slices.Sort(pols)
+	for _, id := range slices.Compact(pols) {
+		s.Policies = append(s.Policies, e.policies[id].out)
+	}
+	slices.SortFunc(s.AppliedToGroups, func(a, b GroupState) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(s.Policies, func(a, b *Policy) int { return strings.Compare(a.UID, b.UID) })
 	return s
 }
