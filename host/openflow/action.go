@@ -87,7 +87,7 @@ func (a Output) appendAction(b []byte) ([]byte, error) {
 			return b, encodeError("output", "port %d does not fit the 16-bit truncating output port", a.Port)
 		}
 		b, s := beginNX(b, nxTrunc)
-		b = put16(b, Resubmit{Port: a.Port}.port16())
+		b = put16(b, port16(a.Port))
 		b = put32(b, uint32(a.MaxLen))
 		return endAction(b, s), nil
 	}
@@ -229,10 +229,15 @@ type Resubmit struct {
 func ResubmitTable(t uint8) Resubmit { return Resubmit{Port: PortInPort, Table: t} }
 
 func (a Resubmit) port16() uint16 {
-	p := a.Port
-	if p == 0 {
-		p = PortInPort
+	if a.Port == 0 {
+		return port16(PortInPort)
 	}
+	return port16(a.Port)
+}
+
+// port16 maps a 32-bit port number to the 16-bit form of older Nicira
+// actions (reserved ports 0xffffff00+ become 0xff00+).
+func port16(p uint32) uint16 {
 	if p >= PortMax {
 		return uint16(p - PortMax + 0xff00)
 	}
@@ -570,6 +575,9 @@ type NAT struct {
 func (a *NAT) appendAction(b []byte) ([]byte, error) {
 	if a.Flags&(NATSrc|NATDst) == NATSrc|NATDst {
 		return b, encodeError("nat", "src and dst are exclusive")
+	}
+	if a.MaxAddr.IsValid() && (!a.MinAddr.IsValid() || a.MinAddr.Is4() != a.MaxAddr.Is4()) {
+		return b, encodeError("nat", "address range %v-%v mixes families or lacks a minimum", a.MinAddr, a.MaxAddr)
 	}
 	b, s := beginNX(b, nxNAT)
 	b = zeros(b, 2)

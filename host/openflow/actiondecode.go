@@ -222,6 +222,10 @@ func decodeNAT(s *reader) (*NAT, error) {
 	s.skip(2)
 	n.Flags = s.u16()
 	p := s.u16()
+	if p&3 != 0 && p&12 != 0 || p&2 != 0 && p&1 == 0 || p&8 != 0 && p&4 == 0 {
+		s.failf(ErrBadValue, "nat range mixes IPv4 and IPv6 or lacks a minimum")
+		return nil, s.err
+	}
 	if p&1 != 0 {
 		n.MinAddr = netip.AddrFrom4([4]byte(padTo(s.bytes(4), 4)))
 	}

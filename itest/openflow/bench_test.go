@@ -1,0 +1,106 @@
+package openflow
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	of "switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/itest/ovs"
+)
+
+const benchFlowCount = 100000
+
+// BenchmarkInstall100k installs 100,000 distinct flows (pod forwarding
+// plus conjunction clauses) into one table of a fresh bridge through our
+// Conn (one atomic bundle, timed until the barrier reply), and in the same
+// iteration the same flows from a file with `ovs-ofctl --bundle add-flows`
+// into another fresh bridge. It reports both rates and their ratio
+// (ours/ovs-ofctl; > 1 means we are faster). Run with -benchtime=1x
+// -count=N and take medians.
+func BenchmarkInstall100k(b *testing.B) {
+	sw := ovs.Start(b, ovs.Options{Name: "of-bench"})
+	flows := mixedFlows(10, 0x1234, benchFlowCount)
+	mods := adds(flows)
+	var sb strings.Builder
+	for i := range flows {
+		sb.WriteString(flows[i].String())
+		sb.WriteByte('\n')
+	}
+	file := filepath.Join(b.TempDir(), "flows.txt")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		brA, brB := fmt.Sprintf("bra%d", i), fmt.Sprintf("brb%d", i)
+		sw.AddBridge(b, brA)
+		sw.AddBridge(b, brB)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		c, err := of.Dial(ctx, "unix", sw.MgmtSocket(brA), of.Options{BundleLimit: benchFlowCount})
+		if err != nil {
+			b.Fatalf("Dial: %v", err)
+		}
+		go func() {
+			for range c.Events() {
+			}
+		}()
+		b.StartTimer()
+
+		start := time.Now()
+		if err := c.BundleFlows(ctx, mods, true); err != nil {
+			b.Fatalf("BundleFlows: %v", err)
+		}
+		if err := c.Barrier(ctx); err != nil {
+			b.Fatalf("Barrier: %v", err)
+		}
+		d1 := time.Since(start)
+
+		start = time.Now()
+		if out, err := sw.OfctlE("--bundle", "add-flows", brB, file); err != nil {
+			b.Fatalf("ovs-ofctl --bundle add-flows: %v\n%s", err, out)
+		}
+		d2 := time.Since(start)
+
+		b.StopTimer()
+		cancel()
+		c.Close()
+		for _, br := range []string{brA, brB} {
+			if n := flowCount(b, sw, br); n != benchFlowCount {
+				b.Fatalf("bridge %s has %d flows after install, want %d", br, n, benchFlowCount)
+			}
+			sw.Vsctl(b, "del-br", br)
+		}
+		ours += d1
+		theirs += d2
+		b.Logf("run %d: ours %.0f flows/s (%v), ovs-ofctl %.0f flows/s (%v), ratio %.2fx", i,
+			benchFlowCount/d1.Seconds(), d1, benchFlowCount/d2.Seconds(), d2, d2.Seconds()/d1.Seconds())
+		b.StartTimer()
+	}
+	b.StopTimer()
+	n := float64(b.N * benchFlowCount)
+	b.ReportMetric(n/ours.Seconds(), "ours_flows/s")
+	b.ReportMetric(n/theirs.Seconds(), "ofctl_flows/s")
+	b.ReportMetric(theirs.Seconds()/ours.Seconds(), "ratio")
+}
+
+var flowCountRE = regexp.MustCompile(`flow_count=(\d+)`)
+
+func flowCount(b *testing.B, sw *ovs.Switch, br string) int {
+	b.Helper()
+	out := sw.Ofctl(b, "dump-aggregate", br)
+	m := flowCountRE.FindStringSubmatch(out)
+	if m == nil {
+		b.Fatalf("dump-aggregate %s: no flow_count in %q", br, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
