@@ -287,13 +287,14 @@ func (c *Conn) connect(ctx context.Context) (*session, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
-	if err := s.handshake(); err != nil {
+	br := bufio.NewReaderSize(nc, 256<<10)
+	if err := s.handshake(br); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("OpenFlow handshake with %s: %w", c.addr, err)
 	}
 	nc.SetDeadline(time.Time{})
 	s.lastRx.Store(time.Now().UnixNano())
-	go s.readLoop(bufio.NewReaderSize(nc, 256<<10))
+	go s.readLoop(br)
 	go s.keepalive()
 	// Post-handshake configuration goes through the normal request path
 	// so switch errors are reported.
@@ -305,14 +306,14 @@ func (c *Conn) connect(ctx context.Context) (*session, error) {
 }
 
 // handshake exchanges HELLO and FEATURES synchronously, before the
-// reader goroutine starts.
-func (s *session) handshake() error {
+// reader goroutine starts; r is then handed to the reader, so messages
+// the switch sends right after FEATURES_REPLY are not lost.
+func (s *session) handshake(r *bufio.Reader) error {
 	b, _ := AppendMessage(nil, 0, &Hello{})
 	b, _ = AppendMessage(b, 1, &FeaturesRequest{})
 	if _, err := s.nc.Write(b); err != nil {
 		return err
 	}
-	r := bufio.NewReader(s.nc)
 	for {
 		raw, err := readRaw(r)
 		if err != nil {
@@ -337,9 +338,6 @@ func (s *session) handshake() error {
 			s.nc.Write(rep)
 		case *FeaturesReply:
 			s.features = *m
-			if r.Buffered() > 0 {
-				return errors.New("unexpected data after FEATURES_REPLY")
-			}
 			return nil
 		}
 	}
