@@ -7,7 +7,7 @@
 //
 //	root  Classifier     podnet.classifier    in_port → packet source; ARP → arp pipeline, IP → ip pipeline
 //	arp   Validation     podnet.arp_guard     pod may only claim its own IP and MAC; gateway trusted
-//	arp   Switching      podnet.arp_forward   deliver by target IP: the pod, or the gateway, which
+//	arp   Output         podnet.arp_forward   deliver by target IP: the pod, or the gateway, which
 //	                                          answers ARP for the gateway IP itself (it owns it)
 //	ip    Validation     podnet.ip_guard      pod may only send from its own IP and MAC
 //	ip    Routing        podnet.l3_forward    to the gateway MAC, for a local pod IP: rewrite MACs, dec_ttl

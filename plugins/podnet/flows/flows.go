@@ -26,7 +26,7 @@ func Tables() []sdk.Table {
 	return []sdk.Table{
 		{Name: Classifier, Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissDrop, Exported: true},
 		{Name: ARPGuard, Pipeline: flow.PipelineARP, Stage: flow.StageValidation, Miss: sdk.MissDrop},
-		{Name: ARPForward, Pipeline: flow.PipelineARP, Stage: flow.StageSwitching, Miss: sdk.MissDrop},
+		{Name: ARPForward, Pipeline: flow.PipelineARP, Stage: flow.StageOutput, Miss: sdk.MissDrop},
 		{Name: IPGuard, Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissDrop},
 		{Name: L3Forward, Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Miss: sdk.MissNext},
 		{Name: L2Forward, Pipeline: flow.PipelineIP, Stage: flow.StageSwitching, Miss: sdk.MissDrop, Exported: true},
