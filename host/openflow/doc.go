@@ -35,6 +35,38 @@
 // code as OVS prints them (e.g. OFPBAC_BAD_OUT_PORT) and the xid of the
 // failing request; errors.Is(err, openflow.ErrCodeBadOutPort) works.
 //
+// # Connection
+//
+//	c, err := openflow.Dial(ctx, "unix", "/var/run/openvswitch/br-int.mgmt",
+//		openflow.Options{AsyncEvents: true})
+//	err = c.BundleFlows(ctx, []openflow.FlowMod{openflow.AddFlow(f)}, true) // atomic
+//	flows, err := c.DumpFlows(ctx, openflow.FlowStatsRequest{Table: openflow.TableAll})
+//	_, err = c.Request(ctx, &openflow.GroupMod{...}) // waits for a barrier; returns *SwitchError
+//	for ev := range c.Events() { ... }              // EventConnected{Reconnect} => replay flows
+//
+// Requests are pipelined and matched to replies by xid; a request
+// without a reply of its own is followed by a barrier so its caller
+// learns its fate. Conn reconnects with backoff and reports every
+// (re)connection; ovs-vswitchd loses all flows when it restarts, so the
+// owner replays its flows on EventConnected with Reconnect set.
+//
+// # OVS behaviour the code relies on (found against OVS 3.1)
+//
+//   - OVS rejects a bad message at BUNDLE_ADD time but keeps the bundle
+//     open; committing would apply the rest. Bundle therefore sends a
+//     barrier after the adds and discards instead of committing when any
+//     add failed. Errors found at commit (e.g. OFPFMFC_OVERLAP) roll the
+//     whole bundle back and come with the failing message's xid, which
+//     Bundle maps to SwitchError.Index.
+//   - In OpenFlow 1.5 OVS refuses NXAST_REG_MOVE: move is OFPAT_COPY_FIELD.
+//   - Flow stats and packet-in metadata report registers as OpenFlow 1.5
+//     packet registers (xreg, class 0x8001); the decoder splits them into
+//     reg fields.
+//   - ct_nw_src/dst, ct_ipv6_*, ct_nw_proto and ct_tp_* need
+//     ct_state=-inv+trk in the match (Match.Validate checks this).
+//   - The bridge .mgmt socket is a service connection: packet-ins and
+//     port status are off until SET_ASYNC enables them (Options.AsyncEvents).
+//
 // # How to add a match field
 //
 //  1. Add a Field constant in field.go at the position that keeps its

@@ -222,6 +222,15 @@ type FlowMod struct {
 	OutGroup uint32
 }
 
+// AddFlow returns the FlowMod that adds f.
+func AddFlow(f Flow) FlowMod { return FlowMod{Command: FlowAdd, Flow: f} }
+
+// DeleteCookie returns the FlowMod that deletes, in every table, the
+// flows whose cookie equals cookie in the bits set in mask.
+func DeleteCookie(cookie, mask uint64) FlowMod {
+	return FlowMod{Command: FlowDelete, Flow: Flow{Table: TableAll, Cookie: cookie}, CookieMask: mask}
+}
+
 // TableAll addresses every table in delete and flow stats requests.
 const TableAll uint8 = 0xff
 
@@ -229,6 +238,11 @@ func (m *FlowMod) msgType() uint8 { return typeFlowMod }
 
 func (m *FlowMod) appendBody(b []byte) ([]byte, error) {
 	f := &m.Flow
+	// Refuse matches OVS would reject, with an error that says why,
+	// rather than a bare OFPBMC_BAD_PREREQ from the switch.
+	if err := f.Match.Validate(); err != nil {
+		return b, err
+	}
 	b = put64(b, f.Cookie)
 	b = put64(b, m.CookieMask)
 	b = put8(b, f.Table)

@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"net"
+	"strings"
 	"net/netip"
 	"testing"
 
@@ -85,6 +86,16 @@ var goldenFlows = []struct {
 	{"ct ipv6 tuple", Flow{Priority: 1, Match: Match{ipv6, CTState(CTTrk, CTInv), Addr(FieldCTIPv6Src, ip("fe80::1")), Addr(FieldCTIPv6Dst, ip("fe80::2"))}},
 		"priority=1,ct_state=-inv+trk,ct_ipv6_src=fe80::1,ct_ipv6_dst=fe80::2,ipv6 actions=drop"},
 	{"pkt_mark conj_id", Flow{Priority: 1, Match: Match{Masked(FieldPktMark, 3, 0xf), Exact(FieldConjID, 7)}}, "priority=1,pkt_mark=0x3/0xf,conj_id=7 actions=drop"},
+	{"nd_target masked", Flow{Priority: 1, Match: Match{ipv6, IPProto(58), Exact(FieldICMPv6Type, 135), Prefix(FieldNDTarget, pfx("fe80::/16")), MACMasked(FieldNDSLL, mac("00:11:00:00:00:00"), mac("ff:ff:00:00:00:00"))}},
+		"priority=1,icmp6,icmp_type=135,nd_target=fe80::/16,nd_sll=00:11:00:00:00:00/ff:ff:00:00:00:00 actions=drop"},
+	{"ipv6 non-cidr mask", Flow{Priority: 1, Match: Match{ipv6, Bytes(FieldIPv6Dst, ip("2001:db8::1").AsSlice(), ip("ffff::ffff").AsSlice())}},
+		"priority=1,ipv6,ipv6_dst=2001::1/ffff::ffff actions=drop"},
+	{"arp masked macs", Flow{Priority: 1, Match: Match{arp, MACMasked(FieldARPSHA, mac("00:11:22:00:00:00"), mac("ff:ff:ff:00:00:00")), MACMasked(FieldARPTHA, mac("01:00:00:00:00:00"), mac("01:00:00:00:00:00"))}},
+		"priority=1,arp,arp_sha=00:11:22:00:00:00/ff:ff:ff:00:00:00,arp_tha=01:00:00:00:00:00/01:00:00:00:00:00 actions=drop"},
+	{"ct masked tuple", Flow{Priority: 1, Match: Match{ipv6, CTState(CTTrk, CTInv), Prefix(FieldCTIPv6Dst, pfx("fd00::/8")), Exact(FieldCTNwProto, 17), Masked(FieldCTTpSrc, 0x400, 0xfc00), Masked(FieldCTTpDst, 0x35, 0xffff)}},
+		"priority=1,ct_state=-inv+trk,ct_ipv6_dst=fd00::/8,ct_nw_proto=17,ct_tp_src=0x400/0xfc00,ct_tp_dst=53,ipv6 actions=drop"},
+	{"tun_id masked", Flow{Priority: 1, Match: Match{Masked(FieldTunID, 0x100, 0xff00)}}, "priority=1,tun_id=0x100/0xff00 actions=drop"},
+	{"ct_mark zero", Flow{Priority: 1, Match: Match{Exact(FieldCTMark, 0), Exact(FieldPktMark, 0)}}, "priority=1,pkt_mark=0,ct_mark=0 actions=drop"},
 	{"conj order", Flow{Priority: 1, Match: Match{Reg(1, 2, 0xffffffff), ipv4, Exact(FieldConjID, 7), InPort(4)}}, "priority=1,conj_id=7,ip,reg1=0x2,in_port=4 actions=drop"},
 }
 
@@ -139,5 +150,31 @@ func checkGoldenFlow(t *testing.T, flow Flow, want string) {
 	}
 	if diff := cmp.Diff(wantFlow, back.Flow, cmpFlowOpts...); diff != "" {
 		t.Errorf("decoded flow differs (-want +got):\n%s", diff)
+	}
+}
+
+// TestFlowTextMatchesDumpFlows checks the header part of Flow.String
+// (cookie, table, timeouts, flags, importance) against the flow stats
+// line ovs-ofctl prints, with the statistics removed as --no-stats does.
+func TestFlowTextMatchesDumpFlows(t *testing.T) {
+	t.Parallel()
+	flows := []Flow{
+		{Table: 7, Cookie: 0xabc, Priority: 9, IdleTimeout: 10, HardTimeout: 20, Importance: 4, Flags: FlagSendFlowRem | FlagResetCounts | FlagNoPktCounts | FlagNoBytCounts},
+		{Table: 1, Cookie: 0x1, Priority: DefaultPriority, Instructions: acts(Output{Port: 2})},
+		{Table: 254, Cookie: 0xffffffffffffffff, Priority: 0, HardTimeout: 1, Match: Match{ipv4, tcp, Exact(FieldTCPDst, 22)}, Instructions: []Instruction{Goto(255)}},
+	}
+	for _, f := range flows {
+		b := mustMarshal(1, &FlowStatsReply{Flows: []FlowStats{{Flow: f}}})
+		out := ofpPrint(t, b)
+		lines := strings.Split(out, "\n")
+		if len(lines) != 2 {
+			t.Fatalf("ofp-print output %q: want header and one flow line", out)
+		}
+		line := strings.TrimSpace(lines[1])
+		line = strings.Replace(line, "duration=0s, ", "", 1)
+		line = strings.Replace(line, "n_packets=0, n_bytes=0, ", "", 1)
+		if got := f.String(); got != line {
+			t.Errorf("Flow.String():\n got %s\nwant %s", got, line)
+		}
 	}
 }

@@ -250,35 +250,45 @@ func (m Match) find(f Field) *MatchField {
 // ip_proto) are present. The switch would reject such a match with a
 // less helpful error.
 func (m Match) Validate() error {
-	var seen [numFields]bool
-	for _, f := range m {
-		if !f.Field.valid() {
-			return encodeError("match", "unknown field %d", f.Field)
+	// One pass to find the prerequisite fields, one to check each field;
+	// the encoder runs this for every flow mod, so it must stay cheap.
+	var et, proto, ct *MatchField
+	var seen [numFields/8 + 1]uint8
+	for i := range m {
+		f := m[i].Field
+		if !f.valid() {
+			return encodeError("match", "unknown field %d", f)
 		}
+		if seen[f/8]&(1<<(f%8)) != 0 {
+			return encodeError("match", "field %s appears twice", f)
+		}
+		seen[f/8] |= 1 << (f % 8)
+		switch f {
+		case FieldEthType:
+			et = &m[i]
+		case FieldIPProto:
+			proto = &m[i]
+		case FieldCTState:
+			ct = &m[i]
+		}
+	}
+	for i := range m {
+		f := &m[i]
 		fi := &fields[f.Field]
-		if seen[f.Field] {
-			return encodeError("match", "field %s appears twice", fi.name)
-		}
-		seen[f.Field] = true
 		if f.Masked && !fi.maskable {
 			return encodeError("match", "field %s cannot be masked in OVS; match it exactly", fi.name)
 		}
 		if f.Field >= FieldCTNwProto && f.Field <= FieldCTTpDst {
-			st := m.find(FieldCTState)
-			if st == nil || st.Uint64()&uint64(CTTrk) == 0 || st.MaskUint64()&uint64(CTInv) == 0 || st.Uint64()&uint64(CTInv) != 0 {
+			if ct == nil || ct.Uint64()&uint64(CTTrk) == 0 || ct.MaskUint64()&uint64(CTInv) == 0 || ct.Uint64()&uint64(CTInv) != 0 {
 				return encodeError("match", "field %s needs ct_state=-inv+trk in the match", fi.name)
 			}
 		}
 		if fi.ethType != 0 {
-			et := m.find(FieldEthType)
 			if et == nil || !(uint16(et.Uint64()) == fi.ethType || fi.ethType2 != 0 && uint16(et.Uint64()) == fi.ethType2) {
 				return encodeError("match", "field %s needs eth_type=%#04x in the match", fi.name, fi.ethType)
 			}
-			if fi.proto != 0 {
-				p := m.find(FieldIPProto)
-				if p == nil || uint8(p.Uint64()) != fi.proto {
-					return encodeError("match", "field %s needs nw_proto=%d in the match", fi.name, fi.proto)
-				}
+			if fi.proto != 0 && (proto == nil || uint8(proto.Uint64()) != fi.proto) {
+				return encodeError("match", "field %s needs nw_proto=%d in the match", fi.name, fi.proto)
 			}
 		}
 	}
