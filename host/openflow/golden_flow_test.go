@@ -2,8 +2,8 @@ package openflow
 
 import (
 	"net"
-	"strings"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
