@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/probe"
@@ -157,10 +159,12 @@ func runBinary(t *testing.T, env map[string]string, stdin string) (*cniError, st
 	return &e, stdout.String()
 }
 
+func diffFootprint(a, b footprint) string { return cmp.Diff(a, b, cmp.AllowUnexported(footprint{})) }
+
+// createNetns makes a pod namespace removed on cleanup.
+func createNetns(t *testing.T, role string) string { return netns.Create(t, testenv.Name(role)) }
+
 func mustPod(t *testing.T, c *cluster.Cluster, n *cluster.Node, name string) *cluster.Pod {
 	t.Helper()
 	return c.AddPod(t, cluster.PodSpec{Name: name, Node: n})
 }
-
-var _ = netns.Path
-var _ = testenv.Name
