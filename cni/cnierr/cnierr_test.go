@@ -39,3 +39,23 @@ func TestFrom(t *testing.T) {
 		})
 	}
 }
+
+// FuzzFrom: any text a plugin returns must either carry no code or yield
+// one, never panic; and every *Error survives being flattened to text.
+func FuzzFrom(f *testing.F) {
+	f.Add(uint(101), "pod CIDR exhausted", "free some", "podnet: ")
+	f.Add(uint(0), "", "", "")
+	f.Add(uint(9999), "a | b", "c | d", "[cni:1] ")
+	f.Fuzz(func(t *testing.T, code uint, msg, details, prefix string) {
+		code %= 10000
+		From(errors.New(prefix + msg + details)) // arbitrary text: must not panic
+		e := New(code, msg, details)
+		got, ok := From(errors.New(e.Error()))
+		if !ok {
+			t.Fatalf("flattened %q lost its code", e.Error())
+		}
+		if got.Code != code {
+			t.Fatalf("code %d came back as %d from %q", code, got.Code, e.Error())
+		}
+	})
+}
