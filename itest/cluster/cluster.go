@@ -184,3 +184,16 @@ func run(t testenv.T, name string, args ...string) string {
 	}
 	return strings.TrimSpace(out)
 }
+
+// StartProcess runs a program inside the node's namespace (as the agent and
+// its plugins run on a real node's host network), logging to the node's
+// directory, and stops it on cleanup.
+func (n *Node) StartProcess(t testenv.T, name, path string, args []string, env ...string) *testenv.Process {
+	t.Helper()
+	p, err := testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: path, Args: args, Env: env, NetNS: n.NetNS, Dir: n.Dir})
+	if err != nil {
+		t.Fatalf("%s: %v", n.Name, err)
+	}
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
+	return p
+}

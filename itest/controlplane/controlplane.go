@@ -46,9 +46,21 @@ type ControlPlane struct {
 	etcd, apiserver *testenv.Process
 }
 
+// Options tunes StartWithOptions.
+type Options struct {
+	// SecurePort fixes the apiserver's port; zero picks a free one.
+	SecurePort int
+}
+
 // Start builds (or reuses cached) upstream binaries, starts etcd and
 // kube-apiserver and waits until the apiserver is ready. Both stop on cleanup.
 func Start(t testenv.T) *ControlPlane {
+	t.Helper()
+	return StartWithOptions(t, Options{})
+}
+
+// StartWithOptions is Start with explicit options.
+func StartWithOptions(t testenv.T, opts Options) *ControlPlane {
 	t.Helper()
 	toolsDir, err := testenv.SourceDir("tools")
 	if err != nil {
@@ -60,7 +72,7 @@ func Start(t testenv.T) *ControlPlane {
 	}
 	cp := &ControlPlane{Dir: testenv.Dir(t, "cp")}
 	t.Cleanup(cp.Stop)
-	if err := cp.start(bin); err != nil {
+	if err := cp.start(bin, opts); err != nil {
 		t.Fatalf("starting control plane: %v", err)
 	}
 	return cp
@@ -76,7 +88,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (cp *ControlPlane) start(bin string) error {
+func (cp *ControlPlane) start(bin string, opts Options) error {
 	keys, err := makePKI(cp.Dir)
 	if err != nil {
 		return err
@@ -87,6 +99,9 @@ func (cp *ControlPlane) start(bin string) error {
 		if ports[i], err = freePort(); err != nil {
 			return fmt.Errorf("finding a free loopback port: %w", err)
 		}
+	}
+	if opts.SecurePort != 0 {
+		ports[2] = opts.SecurePort
 	}
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
@@ -198,9 +213,9 @@ func waitHTTP(what string, p *testenv.Process, url string, cfg *rest.Config, tim
 		if p.Exited() {
 			tail := p.Tail(30)
 			if strings.Contains(tail, "address already in use") {
-				return errors.New(p.Name + " could not bind its port (address already in use): free the port or run `make clean-itest` to stop leftovers of a crashed run")
+				return testenv.Permanent(errors.New(p.Name + " could not bind its port (address already in use): free the port, or run `make clean-itest` to stop leftovers of a crashed run"))
 			}
-			return fmt.Errorf("%s exited; last log lines:\n%s", p.Name, tail)
+			return testenv.Permanent(fmt.Errorf("%s exited; last log lines:\n%s", p.Name, tail))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

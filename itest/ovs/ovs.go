@@ -124,7 +124,7 @@ func (s *Switch) startVswitchd() error {
 func (s *Switch) waitSocket(path string, p *testenv.Process) error {
 	return testenv.Eventually(p.Name+" socket "+path, 10*time.Second, 20*time.Millisecond, func() error {
 		if p.Exited() {
-			return fmt.Errorf("%s exited early; log:\n%s", p.Name, p.Tail(20))
+			return testenv.Permanent(fmt.Errorf("%s exited early; log:\n%s", p.Name, p.Tail(20)))
 		}
 		// A socket file left by a killed daemon still exists, so only a
 		// successful connect proves the new one is listening.

@@ -129,12 +129,25 @@ func Eventually(what string, timeout, interval time.Duration, cond func() error)
 		if last = cond(); last == nil {
 			return nil
 		}
+		var perm permanent
+		if errors.As(last, &perm) {
+			return perm.err
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w after %s waiting for %s: %v", ErrTimeout, timeout, what, last)
 		}
 		time.Sleep(interval)
 	}
 }
+
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+
+// Permanent marks an error from an Eventually condition as final: waiting
+// longer cannot help (the awaited process died), so Eventually returns it
+// at once, unwrapped.
+func Permanent(err error) error { return permanent{err} }
 
 // Run runs a command to completion and returns its combined output; the error
 // carries the command line and output so failures read on their own.

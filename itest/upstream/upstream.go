@@ -94,13 +94,13 @@ func Ensure(toolsDir string, logf func(string, ...any)) (string, error) {
 	logf("building kube-apiserver and etcd into %s (first run on this machine: about 10 minutes on 2 cores)", dir)
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
-	args := []string{"build", "-trimpath", "-o", tmp + "/"}
+	args := []string{"build", "-o", tmp + "/"}
 	for _, t := range Tools {
 		args = append(args, "./"+t)
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = toolsDir
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building upstream tools in %s: %w\n%s", toolsDir, err, out)
 	}
