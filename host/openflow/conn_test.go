@@ -24,6 +24,7 @@ type fakeSwitch struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	echo  chan []byte // payloads of echo replies received
+	pings chan struct{} // one per echo request received
 	wg    sync.WaitGroup
 }
 
@@ -33,7 +34,7 @@ func newFakeSwitch(t *testing.T) *fakeSwitch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := &fakeSwitch{t: t, ln: ln, dpid: 0x42, echo: make(chan []byte, 4)}
+	fs := &fakeSwitch{t: t, ln: ln, dpid: 0x42, echo: make(chan []byte, 4), pings: make(chan struct{}, 100)}
 	fs.wg.Add(1)
 	go fs.accept()
 	t.Cleanup(func() {
@@ -106,6 +107,10 @@ func (fs *fakeSwitch) serve(c net.Conn) {
 				fs.echo <- m.Data
 			}
 		case *EchoRequest:
+			select {
+			case fs.pings <- struct{}{}:
+			default:
+			}
 			send(h.Xid, &EchoReply{Data: m.Data})
 		case *BarrierRequest:
 			send(h.Xid, &BarrierReply{})
@@ -262,5 +267,20 @@ func TestConnReconnectAndClose(t *testing.T) {
 		t.Fatalf("barrier after Close: got %v, want ErrClosed", err)
 	}
 	for range c.Events() { // closed by Close
+	}
+}
+
+func TestConnKeepalive(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	fs := newFakeSwitch(t)
+	c := dialFake(t, fs, Options{EchoInterval: 20 * time.Millisecond})
+	defer c.Close()
+	// An idle connection is probed with echo requests.
+	for i := range 2 {
+		select {
+		case <-fs.pings:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("echo request %d not seen within 5s", i)
+		}
 	}
 }

@@ -286,11 +286,12 @@ func TestGroupsAndMeters(t *testing.T) {
 }
 
 func TestPacketInAndOut(t *testing.T) {
-	_, c := startSwitchEvents(t, "of-pktin", of.Options{AsyncEvents: true})
+	sw, c := startSwitchEvents(t, "of-pktin", of.Options{AsyncEvents: true, ControllerID: 3})
 	ctx := ctxT(t, 20*time.Second)
-	// A packet-out through a table whose flow sends it to us with userdata.
+	// A packet-out through a table whose flow sends it, with userdata, to
+	// controller id 3: this connection (NXT_SET_CONTROLLER_ID).
 	flow := of.FlowMod{Command: of.FlowAdd, Flow: of.Flow{Table: 0, Priority: 10, Cookie: 0xabc, Match: of.Match{of.EthType(0x88b5)},
-		Instructions: []of.Instruction{of.Apply(of.Load(of.FieldReg0, 0, 32, 0x77), of.Controller{Reason: of.ReasonAction, Userdata: []byte{0xde, 0xad}})}}}
+		Instructions: []of.Instruction{of.Apply(of.Load(of.FieldReg0, 0, 32, 0x77), of.Controller{Reason: of.ReasonAction, ID: 3, Userdata: []byte{0xde, 0xad}})}}}
 	if err := c.BundleFlows(ctx, []of.FlowMod{flow}, true); err != nil {
 		t.Fatalf("install: %v", err)
 	}
@@ -318,6 +319,22 @@ func TestPacketInAndOut(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantMeta, gotMeta); diff != "" {
 		t.Errorf("packet-in metadata (-want +got):\n%s", diff)
+	}
+
+	// Adding a port is reported as PORT_STATUS.
+	sw.Vsctl(t, "add-port", "br-int", "p1", "--", "set", "interface", "p1", "type=internal", "ofport_request=7")
+	ev = waitEvent(t, c, of.EventPortStatus, 10*time.Second)
+	if ps := ev.PortStatus; ps.Reason != 0 || ps.Port.Name != "p1" || ps.Port.PortNo != 7 {
+		t.Errorf("port status = %+v, want ADD of p1 as port 7", ps)
+	}
+
+	// Role request round trip.
+	rep, err := c.Request(ctx, &of.RoleRequest{Role: of.RoleMaster, GenerationID: 1})
+	if err != nil {
+		t.Fatalf("role request: %v", err)
+	}
+	if rr, ok := rep.(*of.RoleReply); !ok || rr.Role != of.RoleMaster {
+		t.Errorf("role reply = %#v, want RoleReply{Role: RoleMaster}", rep)
 	}
 }
 
