@@ -23,7 +23,7 @@ type fakeSwitch struct {
 	dpid  uint64
 	mu    sync.Mutex
 	conns []net.Conn
-	echo  chan []byte // payloads of echo replies received
+	echo  chan []byte   // payloads of echo replies received
 	pings chan struct{} // one per echo request received
 	wg    sync.WaitGroup
 }
