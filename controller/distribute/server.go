@@ -60,6 +60,14 @@ func (s *Server) authorize(ctx context.Context, node string) error {
 		s.log().Warn("node asked for another node's span", "user", id.User, "tokenNode", id.Node, "node", node)
 		return status.Errorf(codes.PermissionDenied, "token of %s is bound to node %q and may not act for node %q", id.User, id.Node, node)
 	}
+	if s.Ready != nil {
+		// The Node check needs the synced informers.
+		select {
+		case <-s.Ready:
+		case <-ctx.Done():
+			return status.Error(codes.Unavailable, "the controller has not finished its initial computation")
+		}
+	}
 	if s.NodeKnown != nil && !s.NodeKnown(node) {
 		return status.Errorf(codes.PermissionDenied, "node %q is not a registered Node", node)
 	}
@@ -77,13 +85,6 @@ func (s *Server) log() *slog.Logger {
 func (s *Server) Watch(req *apiv1.WatchRequest, stream grpc.ServerStreamingServer[apiv1.WatchEvent]) error {
 	if err := s.authorize(stream.Context(), req.GetNodeName()); err != nil {
 		return err
-	}
-	if s.Ready != nil {
-		select {
-		case <-s.Ready:
-		case <-stream.Context().Done():
-			return status.Error(codes.Unavailable, "the controller has not finished its initial computation")
-		}
 	}
 	err := s.Hub.Serve(stream.Context(), req.GetNodeName(), req.GetResumeEpoch(), req.GetResumeVersion(), stream.Send)
 	if errors.Is(err, context.Canceled) {
