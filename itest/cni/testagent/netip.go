@@ -1,0 +1,5 @@
+package main
+
+import "net/netip"
+
+func netipParse(s string) (netip.Prefix, error) { return netip.ParsePrefix(s) }
