@@ -17,11 +17,17 @@ import (
 // it is resnapshotted.
 const DefaultLogSize = 8192
 
+// DefaultRetain is how long a node's log is kept after its last stream
+// closed, so a briefly disconnected node can resume instead of resyncing.
+const DefaultRetain = 5 * time.Minute
+
 // Hub fans engine events out into per-node logs. It implements compute.Sink.
 type Hub struct {
 	engine  *compute.Engine
 	log     *slog.Logger
 	logSize int
+	// Retain: see DefaultRetain. Set before the first Serve.
+	Retain time.Duration
 
 	mu     sync.Mutex
 	nodes  map[string]*nodeLog
@@ -40,8 +46,10 @@ type nodeLog struct {
 	next   uint64 // version the next event gets
 	events []*apiv1.WatchEvent
 	wake   chan struct{} // closed when an event is appended
-	// streams counts open Watch streams.
+	// streams counts open Watch streams; idle is bumped whenever it drops
+	// to zero, so a pending expiry can tell it was overtaken.
 	streams int
+	idle    uint64
 }
 
 // NewHub creates a hub and registers it as the engine's sink. logSize <= 0
@@ -53,7 +61,7 @@ func NewHub(e *compute.Engine, log *slog.Logger, logSize int) *Hub {
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &Hub{engine: e, log: log, logSize: logSize, nodes: map[string]*nodeLog{}, start: time.Now().UnixNano()}
+	h := &Hub{engine: e, log: log, logSize: logSize, Retain: DefaultRetain, nodes: map[string]*nodeLog{}, start: time.Now().UnixNano()}
 	e.SetSink(h)
 	return h
 }
@@ -163,11 +171,7 @@ func (h *Hub) Serve(ctx context.Context, node, resumeEpoch string, resumeVersion
 		})
 	}
 	h.log.Info("node watch started", "node", node, "epoch", nl.epoch, "resumed", first[0].GetResumed() != nil, "fromVersion", cursor)
-	defer func() {
-		h.mu.Lock()
-		nl.streams--
-		h.mu.Unlock()
-	}()
+	defer h.release(node, nl)
 	for _, ev := range first {
 		if err := send(ev); err != nil {
 			return err
@@ -209,4 +213,38 @@ func (h *Hub) Serve(ctx context.Context, node, resumeEpoch string, resumeVersion
 		case <-wake:
 		}
 	}
+}
+
+// release ends one stream of nl and, when it was the last, schedules the
+// log's expiry: the engine stops emitting for the node and the history goes.
+func (h *Hub) release(node string, nl *nodeLog) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	nl.streams--
+	if nl.streams > 0 {
+		return
+	}
+	nl.idle++
+	idle := nl.idle
+	time.AfterFunc(h.Retain, func() {
+		h.mu.Lock()
+		expired := h.nodes[node] == nl && nl.streams == 0 && nl.idle == idle
+		if expired {
+			delete(h.nodes, node)
+		}
+		h.mu.Unlock()
+		if expired {
+			// A new log for node may exist by now; it took its own Watch,
+			// so this Unwatch only ends the expired log's.
+			h.engine.Unwatch(node)
+			h.log.Info("node log expired", "node", node, "idleFor", h.Retain)
+		}
+	})
+}
+
+// Nodes returns how many node logs are held.
+func (h *Hub) Nodes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.nodes)
 }

@@ -161,3 +161,25 @@ func TestSlowNodeGetsResnapshotAndOthersFlow(t *testing.T) {
 		t.Fatalf("resnapshot (-want +got):\n%s", diff)
 	}
 }
+
+func TestIdleNodeLogExpires(t *testing.T) {
+	e, h := setup(t, 100)
+	h.Retain = 10 * time.Millisecond
+	ch, cancel := stream(t, h, "n1", "", 0, nil)
+	first := next(t, ch, 5)
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Nodes() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("waited 10s for the idle node log to expire")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The engine no longer emits for n1, and a resume of the expired epoch
+	// gets a fresh snapshot.
+	pod(e, "client9", "n2", "client")
+	ch2, _ := stream(t, h, "n1", first[4].Epoch, first[4].Version, nil)
+	if diff := cmp.Diff([]string{"reset", "atg 1", "ag 2", "policy k8s:ns/allow", "synced"}, kinds(next(t, ch2, 5))); diff != "" {
+		t.Fatalf("after expiry (-want +got):\n%s", diff)
+	}
+}
