@@ -2,6 +2,7 @@ package compute
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -155,5 +156,42 @@ func TestNativeSelectorsAndGroups(t *testing.T) {
 	}
 	if got := e.DrainDirty(); !cmp.Equal(got, []string{"cnp:g1", "cnp:g2", "cnp:g3", "snp:a/n2", "snp:b/n1"}) {
 		t.Errorf("dirty = %v", got)
+	}
+}
+
+func TestRuleLevelAppliedToSpan(t *testing.T) {
+	e, s := newTestEngine()
+	world(e) // web on n1, db on n2, cache on n3 in namespaces a and b
+	builtinTiers(e)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		e.Watch(n, func(NodeSnapshot) {})
+	}
+	err := e.UpsertClusterNetworkPolicy(&crdv1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "split"},
+		Spec: crdv1.PolicySpec{Priority: 1, Ingress: []crdv1.Rule{
+			{Name: "to-web", Action: crdv1.RuleActionAllow, From: []crdv1.Peer{{PodSelector: sel("app", "db")}}, AppliedTo: []crdv1.AppliedTo{{PodSelector: sel("app", "web")}}},
+			{Name: "to-db", Action: crdv1.RuleActionDrop, From: []crdv1.Peer{{PodSelector: sel("app", "cache")}}, AppliedTo: []crdv1.AppliedTo{{PodSelector: sel("app", "db")}}},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.ComputedPolicy("cnp:split")
+	web, db := p.Rules[0].AppliedToGroups[0], p.Rules[1].AppliedToGroups[0]
+	// The policy's ATGs are the union of its rules'.
+	if diff := cmp.Diff([]GroupID(nil), p.AppliedToGroups); diff != "" {
+		t.Errorf("policy-level ATGs: %s", diff)
+	}
+	got := map[string][]string{"n1": s.take("n1"), "n2": s.take("n2"), "n3": s.take("n3")}
+	want := map[string][]string{
+		// n1 runs the web pods: only the db peers of rule to-web.
+		"n1": {fmt.Sprintf("AppliedToGroupUpsert g%d +[a/web b/web] -[]", web), fmt.Sprintf("AddressGroupUpsert g%d +[a/db b/db] -[]", db), "PolicyUpsert cnp:split"},
+		// n2 runs the db pods: the db group is its ATG; its peers are the caches.
+		"n2": {fmt.Sprintf("AppliedToGroupUpsert g%d +[a/db b/db] -[]", db), fmt.Sprintf("AddressGroupUpsert g%d +[a/cache b/cache] -[]", p.Rules[1].AddressGroups[0]), "PolicyUpsert cnp:split"},
+		"n3": nil,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if info, _ := e.Policy("cnp:split"); !cmp.Equal(info.Nodes, []string{"n1", "n2"}) {
+		t.Errorf("span %v, want n1 n2", info.Nodes)
 	}
 }
