@@ -582,7 +582,9 @@ func (s *session) request(ctx context.Context, m Message) (Message, error) {
 func describe(m Message) string {
 	switch m := m.(type) {
 	case *FlowMod:
-		return m.Command.String() + " " + m.Flow.String()
+		return m.String()
+	case *GroupMod:
+		return m.Command.String() + " " + (&GroupDesc{Type: m.Type, GroupID: m.GroupID, Buckets: m.Buckets}).String()
 	case nil:
 		return ""
 	}

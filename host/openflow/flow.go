@@ -356,3 +356,15 @@ func decodeInstructions(r *reader) ([]Instruction, error) {
 	}
 	return out, r.err
 }
+
+// String renders the flow mod for logs and errors: the command, then the
+// flow in dump-flows syntax, e.g. "ADD table=3, priority=7,ip actions=drop",
+// and the cookie mask when there is one.
+func (m *FlowMod) String() string {
+	b := append([]byte(m.Command.String()), ' ')
+	b = m.Flow.AppendText(b)
+	if m.CookieMask != 0 {
+		b = appendHex(append(b, " cookie_mask="...), m.CookieMask)
+	}
+	return string(b)
+}

@@ -1,6 +1,7 @@
 package openflow
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -101,5 +102,28 @@ func TestGoldenMessages(t *testing.T) {
 				t.Errorf("decoded message differs (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestGroupText checks GroupDesc.String against the group line ovs-ofctl
+// prints for a GROUP_MOD.
+func TestGroupText(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, tc := range goldenMessages {
+		gm, ok := tc.msg.(*GroupMod)
+		if !ok || gm.Command == GroupDelete {
+			continue
+		}
+		n++
+		lines := strings.Split(tc.want, "\n")
+		want := strings.TrimSpace(lines[len(lines)-1])
+		want = strings.TrimPrefix(strings.TrimPrefix(want, "ADD "), "MOD ")
+		if got := (&GroupDesc{Type: gm.Type, GroupID: gm.GroupID, Buckets: gm.Buckets}).String(); got != want {
+			t.Errorf("%s: GroupDesc.String():\n got %s\nwant %s", tc.name, got, want)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("only %d group mods in goldenMessages, want all four group types", n)
 	}
 }

@@ -29,6 +29,15 @@ type Bucket struct {
 	Actions    []Action
 }
 
+var groupCmdNames = [...]string{"ADD", "MOD", "DEL"}
+
+func (c GroupCommand) String() string {
+	if int(c) < len(groupCmdNames) {
+		return groupCmdNames[c]
+	}
+	return "cmd" + string(appendUint(nil, uint64(c)))
+}
+
 // GroupMod adds, modifies or deletes a group. Bucket IDs are assigned
 // 0..n-1 when all are zero.
 type GroupMod struct {
@@ -228,3 +237,50 @@ func decodeMeterMod(r *reader) (*MeterMod, error) {
 	}
 	return m, r.err
 }
+
+var groupTypeNames = [...]string{"all", "select", "indirect", "ff"}
+
+func (t GroupType) String() string {
+	if int(t) < len(groupTypeNames) {
+		return groupTypeNames[t]
+	}
+	return "type" + string(appendUint(nil, uint64(t)))
+}
+
+// AppendText appends the group as ovs-ofctl dump-groups prints it, e.g.
+// "group_id=5,type=select,bucket=bucket_id:0,weight:100,actions=output:1".
+func (g *GroupDesc) AppendText(b []byte) []byte {
+	b = appendUint(append(b, "group_id="...), uint64(g.GroupID))
+	b = append(append(b, ",type="...), g.Type.String()...)
+	auto := true
+	for _, bk := range g.Buckets {
+		if bk.ID != 0 {
+			auto = false
+		}
+	}
+	for i, bk := range g.Buckets {
+		id := bk.ID
+		if auto {
+			id = uint32(i)
+		}
+		b = appendUint(append(b, ",bucket=bucket_id:"...), uint64(id))
+		if bk.Weight != 0 {
+			b = appendUint(append(b, ",weight:"...), uint64(bk.Weight))
+		}
+		if bk.WatchPort != 0 {
+			b = appendPort(append(b, ",watch_port:"...), bk.WatchPort)
+		}
+		if bk.WatchGroup != 0 {
+			b = appendUint(append(b, ",watch_group:"...), uint64(bk.WatchGroup))
+		}
+		b = append(b, ",actions="...)
+		if len(bk.Actions) == 0 {
+			b = append(b, "drop"...)
+		} else {
+			b = appendActions(b, bk.Actions)
+		}
+	}
+	return b
+}
+
+func (g *GroupDesc) String() string { return string(g.AppendText(nil)) }
