@@ -159,14 +159,27 @@ func agentOf(t testing.TB, n *cluster.Node) *agent {
 	return a
 }
 
-// agentRSSMB is the resident memory of the agent and its plugin processes.
-func agentRSSMB(t testing.TB, n *cluster.Node) float64 {
+// agentRSSMB returns the resident memory of the agent process and, summed,
+// of its plugin processes (its children).
+func agentRSSMB(t testing.TB, n *cluster.Node) (agentMB, pluginsMB float64) {
 	a := agentOf(t, n)
-	total, err := rssMB(a.proc.Pid())
+	pid := a.proc.Pid()
+	agentMB, err := rssMB(pid)
 	if err != nil {
 		t.Fatalf("reading agent RSS: %v", err)
 	}
-	return total
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, c := range strings.Fields(string(data)) {
+			var cpid int
+			fmt.Sscanf(c, "%d", &cpid)
+			if mb, err := rssMB(cpid); err == nil {
+				pluginsMB += mb
+			}
+		}
+	}
+	return agentMB, pluginsMB
 }
 
 // loadList reads the conflist the install step wrote.

@@ -53,11 +53,11 @@ func BenchmarkCNI(b *testing.B) {
 			b.Fatal(err)
 		}
 		cfg := libcni.NewCNIConfigWithCacheDir([]string{n.CNIBinDir}, filepath.Join(n.Dir, "bench-cache"), nil)
-		benchRounds(b, n.NetNS, list, cfg, func() float64 { return agentRSSMB(b, n) })
+		benchRounds(b, n.NetNS, list, cfg, func() (float64, float64) { return agentRSSMB(b, n) })
 	})
 }
 
-func benchRounds(b *testing.B, node string, list *libcni.NetworkConfigList, cfg *libcni.CNIConfig, rss func() float64) {
+func benchRounds(b *testing.B, node string, list *libcni.NetworkConfigList, cfg *libcni.CNIConfig, rss func() (float64, float64)) {
 	pods := make([]string, benchPods)
 	for i := range pods {
 		pods[i] = netns.Create(b, testenv.Name(fmt.Sprintf("bp%d", i)))
@@ -67,7 +67,7 @@ func benchRounds(b *testing.B, node string, list *libcni.NetworkConfigList, cfg 
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "bench"}, {"K8S_POD_NAME", fmt.Sprintf("p%d", i)}}}
 	}
 	var adds, dels []time.Duration
-	var rssMB float64
+	var agentMB, pluginsMB float64
 	b.ResetTimer()
 	for range b.N {
 		for i := range pods {
@@ -82,7 +82,7 @@ func benchRounds(b *testing.B, node string, list *libcni.NetworkConfigList, cfg 
 			}
 		}
 		if rss != nil {
-			rssMB = rss()
+			agentMB, pluginsMB = rss()
 		}
 		for i := range pods {
 			start := time.Now()
@@ -100,7 +100,8 @@ func benchRounds(b *testing.B, node string, list *libcni.NetworkConfigList, cfg 
 	b.ReportMetric(ms(pct(dels, 50)), "del-p50-ms")
 	b.ReportMetric(ms(pct(dels, 99)), "del-p99-ms")
 	if rss != nil {
-		b.ReportMetric(rssMB, "agent-rss-MB")
+		b.ReportMetric(agentMB, "agent-rss-MB")
+		b.ReportMetric(pluginsMB, "plugins-rss-MB")
 	}
 	b.ReportMetric(0, "ns/op")
 }
