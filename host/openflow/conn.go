@@ -438,7 +438,9 @@ func (s *session) readLoop(r *bufio.Reader) {
 		}
 		switch m := m.(type) {
 		case *EchoRequest:
-			s.send0(h.Xid, &EchoReply{Data: m.Data})
+			// Never block the reader on the write lock: a large bundle may
+			// hold it while the switch waits for us to read its replies.
+			go s.send0(h.Xid, &EchoReply{Data: m.Data})
 			continue
 		case *PacketIn:
 			s.c.emit(Event{Kind: EventPacketIn, DatapathID: s.features.DatapathID, PacketIn: m})
@@ -877,7 +879,9 @@ func (c *Conn) bundleOnce(ctx context.Context, s *session, msgs []Message, offse
 		return fmt.Errorf("%w: %v", ErrDisconnected, err)
 	}
 	if _, err := s.wait(ctx, barrierXid, barrierP); err != nil {
-		return err
+		// Best effort: do not leave the bundle open on the switch.
+		s.send0(commitXid, &BundleControl{ID: id, Type: BundleDiscardRequest, Flags: flags})
+		return fmt.Errorf("bundle not committed: %w", err)
 	}
 	s.pmu.Lock()
 	addErrs := len(bs.errs)

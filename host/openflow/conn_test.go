@@ -28,9 +28,14 @@ type fakeSwitch struct {
 	wg    sync.WaitGroup
 }
 
-func newFakeSwitch(t *testing.T) *fakeSwitch {
-	path := filepath.Join(t.TempDir(), "br.mgmt")
-	ln, err := net.Listen("unix", path)
+func newFakeSwitch(t *testing.T) *fakeSwitch { return newFakeSwitchOn(t, "unix") }
+
+func newFakeSwitchOn(t *testing.T, network string) *fakeSwitch {
+	addr := filepath.Join(t.TempDir(), "br.mgmt")
+	if network == "tcp" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +154,7 @@ func dialFake(t *testing.T, fs *fakeSwitch, opts Options) *Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, "unix", fs.addr(), opts)
+	c, err := Dial(ctx, fs.ln.Addr().Network(), fs.addr(), opts)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
@@ -272,7 +277,7 @@ func TestConnReconnectAndClose(t *testing.T) {
 
 func TestConnKeepalive(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	fs := newFakeSwitch(t)
+	fs := newFakeSwitchOn(t, "tcp") // also covers dialing over TCP
 	c := dialFake(t, fs, Options{EchoInterval: 20 * time.Millisecond})
 	defer c.Close()
 	// An idle connection is probed with echo requests.
