@@ -1,6 +1,8 @@
 package distribute
 
 import (
+	"fmt"
+
 	apiv1 "switchyard.dev/switchyard/controller/api/v1"
 	"switchyard.dev/switchyard/controller/compute"
 )
@@ -83,4 +85,25 @@ func toEvent(ev compute.Event, policyCache func(*compute.Policy) *apiv1.Policy) 
 		w.Event = &apiv1.WatchEvent_AddressGroupDelete{AddressGroupDelete: id}
 	}
 	return w
+}
+
+// payloadOf and setPayload move the oneof payload between events, so one
+// converted payload can be shared by the per-node events that carry it.
+func payloadOf(w *apiv1.WatchEvent) any { return w.Event }
+
+func setPayload(w *apiv1.WatchEvent, p any) {
+	switch x := p.(type) {
+	case *apiv1.WatchEvent_PolicyUpsert:
+		w.Event = x
+	case *apiv1.WatchEvent_AppliedToGroupUpsert:
+		w.Event = x
+	case *apiv1.WatchEvent_AppliedToGroupPatch:
+		w.Event = x
+	case *apiv1.WatchEvent_AddressGroupUpsert:
+		w.Event = x
+	case *apiv1.WatchEvent_AddressGroupPatch:
+		w.Event = x
+	default:
+		panic(fmt.Sprintf("setPayload: unexpected payload %T", p))
+	}
 }

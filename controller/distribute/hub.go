@@ -36,6 +36,30 @@ type Hub struct {
 
 	lastPol   *compute.Policy
 	lastProto *apiv1.Policy
+	// The engine emits one event to every node in a span in a row, sharing
+	// its member slices; the converted payload is shared the same way.
+	lastKey     evKey
+	lastPayload any
+}
+
+type evKey struct {
+	typ    compute.EventType
+	group  compute.GroupID
+	added  *compute.Member
+	remove *compute.Member
+	policy *compute.Policy
+	uid    string
+}
+
+func keyOf(ev compute.Event) evKey {
+	k := evKey{typ: ev.Type, group: ev.Group, policy: ev.Policy, uid: ev.PolicyUID}
+	if len(ev.Added) > 0 {
+		k.added = &ev.Added[0]
+	}
+	if len(ev.Removed) > 0 {
+		k.remove = &ev.Removed[0]
+	}
+	return k
 }
 
 var _ compute.Sink = (*Hub)(nil)
@@ -75,7 +99,14 @@ func (h *Hub) Emit(node string, ev compute.Event) {
 	if nl == nil {
 		return
 	}
-	w := toEvent(ev, h.policyProto)
+	var w *apiv1.WatchEvent
+	if k := keyOf(ev); k == h.lastKey && h.lastPayload != nil && (k.added != nil || k.remove != nil || k.policy != nil) {
+		w = &apiv1.WatchEvent{}
+		setPayload(w, h.lastPayload)
+	} else {
+		w = toEvent(ev, h.policyProto)
+		h.lastKey, h.lastPayload = k, payloadOf(w)
+	}
 	w.Epoch, w.Version = nl.epoch, nl.next
 	nl.next++
 	if len(nl.events) >= h.logSize {
