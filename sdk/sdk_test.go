@@ -187,7 +187,8 @@ func TestPluginRoundTrip(t *testing.T) {
 	}
 	got := host.batches[0]
 	host.mu.Unlock()
-	want := flow.NewBatch().AddFlows(testFlow).AddGroup(flow.Group{ID: 1, Type: flow.GroupSelect, Buckets: []flow.Bucket{{Weight: 1, Actions: []flow.Action{flow.Output(2)}}}})
+	// Groups and meters arrive before the flows (the order the host applies them in).
+	want := flow.NewBatch().AddGroup(flow.Group{ID: 1, Type: flow.GroupSelect, Buckets: []flow.Bucket{{Weight: 1, Actions: []flow.Action{flow.Output(2)}}}}).AddFlows(testFlow)
 	var gotText, wantText []string
 	for i := range want.Ops {
 		wantText = append(wantText, want.Ops[i].String())

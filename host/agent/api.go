@@ -25,6 +25,9 @@ type PluginStatus struct {
 	Round        uint16   `json:"round"`
 	Capabilities []string `json:"capabilities,omitempty"`
 	LastError    string   `json:"lastError,omitempty"`
+	// SyncMillis is how long the current incarnation took from the host's
+	// Start call to its Synced: its whole initial flow installation.
+	SyncMillis float64 `json:"syncMillis"`
 }
 
 // TableStatus is one row of GET /v1/tables.
@@ -55,7 +58,8 @@ func (a *Agent) Plugins() []PluginStatus {
 			continue
 		}
 		r.mu.Lock()
-		s := PluginStatus{Name: n, State: r.state, Version: r.version, APIVersion: r.apiVersion, PID: r.pid, Restarts: r.restarts, LastError: r.lastErr}
+		s := PluginStatus{Name: n, State: r.state, Version: r.version, APIVersion: r.apiVersion, PID: r.pid, Restarts: r.restarts, LastError: r.lastErr,
+			SyncMillis: float64(r.syncTook.Microseconds()) / 1000}
 		for _, c := range r.caps {
 			s.Capabilities = append(s.Capabilities, string(c))
 		}

@@ -44,6 +44,8 @@ type runner struct {
 	caps       []sdk.Capability
 	proc       *sdkhost.Plugin
 	synced     chan struct{} // closed on each incarnation's Synced
+	startedAt  time.Time     // when the current incarnation's Start was called
+	syncTook   time.Duration // Start call to Synced, last incarnation
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -169,6 +171,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	r.log.Info("plugin registered", "version", desc.Version, "api_version", p.Version(), "pid", p.Pid(),
 		"round", asg.Round, "cookie_prefix", asg.CookiePrefix, "tables", asg.Tables)
 	svc := &service{a: r.a, r: r}
+	r.set(func(r *runner) { r.startedAt = time.Now() })
 	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.node, Config: r.spec.Config, Service: svc}); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -213,6 +216,7 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 func (r *runner) markSynced() {
 	r.set(func(r *runner) {
 		r.state = StateSynced
+		r.syncTook = time.Since(r.startedAt)
 		select {
 		case <-r.synced:
 		default:

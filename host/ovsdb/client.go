@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -36,7 +37,10 @@ func Dial(ctx context.Context, endpoint, bridge string, log *slog.Logger) (*Clie
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.NewOVSDBClient(dbm, client.WithEndpoint(endpoint))
+	// libovsdb logs through logr; route it into our slog. Its chatty cache
+	// tracing is at V(5) and above, below slog's debug level.
+	lr := logr.FromSlogHandler(log.Handler())
+	c, err := client.NewOVSDBClient(dbm, client.WithEndpoint(endpoint), client.WithLogger(&lr))
 	if err != nil {
 		return nil, fmt.Errorf("ovsdb client for %s: %w", endpoint, err)
 	}

@@ -75,7 +75,7 @@ type pod struct {
 
 // node is one OVS instance plus an agent and its pods.
 type node struct {
-	t       *testing.T
+	t       testing.TB
 	sw      *ovs.Switch
 	dir     string
 	cfgPath string
@@ -84,7 +84,7 @@ type node struct {
 }
 
 // newNode starts OVS (the agent creates br-int itself) and two pods.
-func newNode(t *testing.T) *node {
+func newNode(t testing.TB) *node {
 	t.Helper()
 	n := &node{t: t, sw: ovs.Start(t, ovs.Options{Name: "hst"})}
 	n.dir = testenv.Dir(t, "agent")
@@ -178,16 +178,17 @@ func (n *node) stopAgent(kill bool) {
 }
 
 type pluginStatus struct {
-	Name       string `json:"name"`
-	State      string `json:"state"`
-	Version    string `json:"version"`
-	APIVersion int    `json:"apiVersion"`
-	PID        int    `json:"pid"`
-	Restarts   int    `json:"restarts"`
-	Flows      int    `json:"flows"`
-	Prefix     uint16 `json:"cookiePrefix"`
-	Round      uint16 `json:"round"`
-	LastError  string `json:"lastError"`
+	Name       string  `json:"name"`
+	State      string  `json:"state"`
+	Version    string  `json:"version"`
+	APIVersion int     `json:"apiVersion"`
+	PID        int     `json:"pid"`
+	Restarts   int     `json:"restarts"`
+	Flows      int     `json:"flows"`
+	Prefix     uint16  `json:"cookiePrefix"`
+	Round      uint16  `json:"round"`
+	LastError  string  `json:"lastError"`
+	SyncMillis float64 `json:"syncMillis"`
 }
 
 type tableStatus struct {

@@ -48,7 +48,10 @@ func (o Op) String() string {
 }
 
 // Batch is a list of operations the host applies atomically: either all of
-// them reach the switch (in one OpenFlow bundle) or none do.
+// them reach the switch (in one OpenFlow bundle) or none do. Flow operations
+// keep their order (a later operation on the same key wins); meters and
+// groups are added before the flows and deleted after them, so a flow can
+// use a group added in the same batch.
 type Batch struct {
 	Ops []Op
 }

@@ -144,7 +144,21 @@ type Match struct {
 }
 
 // MatchOf builds a Match from raw fields (used by wire conversions).
+//
+// Fields already in canonical order without repeats (as the wire carries
+// them) are taken as they are, without copying; anything else is sorted
+// and de-duplicated (last one wins).
 func MatchOf(fields ...MatchField) Match {
+	sorted := true
+	for i := 1; i < len(fields); i++ {
+		if compareFields(fields[i-1], fields[i]) >= 0 {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return Match{fields: fields}
+	}
 	var m Match
 	for _, f := range fields {
 		m = m.with(f)

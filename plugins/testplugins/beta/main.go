@@ -38,7 +38,7 @@ func (beta) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeRe
 // FillerFlow is the i-th benchmark flow: a /32 destination in 10.128.0.0/9.
 func FillerFlow(i int) flow.Flow {
 	a := netip.AddrFrom4([4]byte{10, byte(128 + i>>16&0x7f), byte(i >> 8), byte(i)})
-	return flow.Flow{Table: tIngress, Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(a), Goto: flow.NextTable()}
+	return flow.Flow{Table: tIngress, Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(a), Actions: []flow.Action{flow.Output(uint32(1 + i%8))}}
 }
 
 func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {

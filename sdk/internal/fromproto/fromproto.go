@@ -67,16 +67,23 @@ func Actions(as []*pb.Action) []flow.Action {
 	return out
 }
 
-func Flow(f *pb.Flow) *flow.Flow {
-	fields := make([]flow.MatchField, len(f.GetMatch()))
+
+func flowInto(out *flow.Flow, f *pb.Flow, fields []flow.MatchField) {
 	for i, m := range f.GetMatch() {
 		fields[i] = MatchField(m)
 	}
-	return &flow.Flow{
+	*out = flow.Flow{
 		Table: f.GetTable(), Priority: uint16(min(f.GetPriority(), 0xffff)), Match: flow.MatchOf(fields...),
 		Actions: Actions(f.GetActions()), Goto: Jump(f.GetGoto()), Tag: f.GetTag(),
 		IdleTimeout: uint16(min(f.GetIdleTimeout(), 0xffff)), HardTimeout: uint16(min(f.GetHardTimeout(), 0xffff)),
 	}
+}
+
+// Flow converts one flow.
+func Flow(f *pb.Flow) *flow.Flow {
+	out := &flow.Flow{}
+	flowInto(out, f, make([]flow.MatchField, len(f.GetMatch())))
+	return out
 }
 
 func Group(g *pb.Group) *flow.Group {
@@ -95,20 +102,30 @@ func Meter(m *pb.Meter) *flow.Meter {
 	return out
 }
 
-// Batch converts a batch; Batch.Validate on the result checks its shape.
+func opKind(op uint32) flow.OpKind { return flow.OpKind(min(op, 255)) }
+
+// Batch converts a batch: meters, groups, then flows in their order (the
+// order the host applies them in). Batch.Validate on the result checks its
+// shape. Flows are allocated in slabs, one allocation per kind.
 func Batch(b *pb.Batch) *flow.Batch {
-	out := &flow.Batch{Ops: make([]flow.Op, len(b.GetOps()))}
-	for i, o := range b.GetOps() {
-		op := flow.Op{Kind: flow.OpKind(min(o.GetKind(), 255))}
-		switch x := o.GetObject().(type) {
-		case *pb.Op_Flow:
-			op.Flow = Flow(x.Flow)
-		case *pb.Op_Group:
-			op.Group = Group(x.Group)
-		case *pb.Op_Meter:
-			op.Meter = Meter(x.Meter)
-		}
-		out.Ops[i] = op
+	out := &flow.Batch{Ops: make([]flow.Op, 0, len(b.GetFlows())+len(b.GetGroups())+len(b.GetMeters()))}
+	for _, m := range b.GetMeters() {
+		out.Ops = append(out.Ops, flow.Op{Kind: opKind(m.GetOp()), Meter: Meter(m)})
+	}
+	for _, g := range b.GetGroups() {
+		out.Ops = append(out.Ops, flow.Op{Kind: opKind(g.GetOp()), Group: Group(g)})
+	}
+	nm := 0
+	for _, f := range b.GetFlows() {
+		nm += len(f.GetMatch())
+	}
+	flows := make([]flow.Flow, len(b.GetFlows()))
+	fields := make([]flow.MatchField, nm)
+	for i, f := range b.GetFlows() {
+		n := len(f.GetMatch())
+		flowInto(&flows[i], f, fields[:n:n])
+		fields = fields[n:]
+		out.Ops = append(out.Ops, flow.Op{Kind: opKind(f.GetOp()), Flow: &flows[i]})
 	}
 	return out
 }

@@ -54,16 +54,24 @@ func Actions(as []flow.Action) []*pb.Action {
 	return out
 }
 
+func flowInto(out *pb.Flow, f *flow.Flow, fields []pb.MatchField, ptrs []*pb.MatchField) {
+	out.Table, out.Priority, out.Actions, out.Goto = f.Table, uint32(f.Priority), Actions(f.Actions), Jump(f.Goto)
+	out.Tag, out.IdleTimeout, out.HardTimeout = f.Tag, uint32(f.IdleTimeout), uint32(f.HardTimeout)
+	for i, m := range f.Match.Fields() {
+		fields[i].Kind, fields[i].Value, fields[i].Mask = uint32(m.Kind), m.Value, m.Mask
+		if m.Kind == flow.MatchRegField {
+			fields[i].Field = Field(m.Field)
+		}
+		ptrs[i] = &fields[i]
+	}
+	out.Match = ptrs
+}
+
+// Flow converts one flow.
 func Flow(f *flow.Flow) *pb.Flow {
-	fields := f.Match.Fields()
-	out := &pb.Flow{
-		Table: f.Table, Priority: uint32(f.Priority), Actions: Actions(f.Actions), Goto: Jump(f.Goto),
-		Tag: f.Tag, IdleTimeout: uint32(f.IdleTimeout), HardTimeout: uint32(f.HardTimeout),
-		Match: make([]*pb.MatchField, len(fields)),
-	}
-	for i, m := range fields {
-		out.Match[i] = MatchField(m)
-	}
+	n := f.Match.Len()
+	out := &pb.Flow{}
+	flowInto(out, f, make([]pb.MatchField, n), make([]*pb.MatchField, n))
 	return out
 }
 
@@ -83,19 +91,39 @@ func Meter(m *flow.Meter) *pb.Meter {
 	return out
 }
 
+// Batch converts a batch. Flows are allocated in slabs: a batch is
+// thousands of small messages, and one allocation per kind keeps the
+// garbage collector out of the submission path.
 func Batch(b *flow.Batch) *pb.Batch {
-	out := &pb.Batch{Ops: make([]*pb.Op, len(b.Ops))}
-	for i, o := range b.Ops {
-		op := &pb.Op{Kind: uint32(o.Kind)}
+	nf, nm := 0, 0
+	for _, o := range b.Ops {
+		if o.Flow != nil {
+			nf++
+			nm += o.Flow.Match.Len()
+		}
+	}
+	out := &pb.Batch{Flows: make([]*pb.Flow, 0, nf)}
+	flows := make([]pb.Flow, nf)
+	fields := make([]pb.MatchField, nm)
+	ptrs := make([]*pb.MatchField, nm)
+	for _, o := range b.Ops {
 		switch {
 		case o.Flow != nil:
-			op.Object = &pb.Op_Flow{Flow: Flow(o.Flow)}
+			f := &flows[len(out.Flows)]
+			n := o.Flow.Match.Len()
+			flowInto(f, o.Flow, fields[:n:n], ptrs[:n:n])
+			fields, ptrs = fields[n:], ptrs[n:]
+			f.Op = uint32(o.Kind)
+			out.Flows = append(out.Flows, f)
 		case o.Group != nil:
-			op.Object = &pb.Op_Group{Group: Group(o.Group)}
+			g := Group(o.Group)
+			g.Op = uint32(o.Kind)
+			out.Groups = append(out.Groups, g)
 		case o.Meter != nil:
-			op.Object = &pb.Op_Meter{Meter: Meter(o.Meter)}
+			m := Meter(o.Meter)
+			m.Op = uint32(o.Kind)
+			out.Meters = append(out.Meters, m)
 		}
-		out.Ops[i] = op
 	}
 	return out
 }

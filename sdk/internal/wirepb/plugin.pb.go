@@ -12,12 +12,11 @@
 package wirepb
 
 import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -1666,6 +1665,7 @@ type Flow struct {
 	Tag           uint32                 `protobuf:"varint,6,opt,name=tag,proto3" json:"tag,omitempty"`
 	IdleTimeout   uint32                 `protobuf:"varint,7,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
 	HardTimeout   uint32                 `protobuf:"varint,8,opt,name=hard_timeout,json=hardTimeout,proto3" json:"hard_timeout,omitempty"`
+	Op            uint32                 `protobuf:"varint,9,opt,name=op,proto3" json:"op,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1756,6 +1756,13 @@ func (x *Flow) GetHardTimeout() uint32 {
 	return 0
 }
 
+func (x *Flow) GetOp() uint32 {
+	if x != nil {
+		return x.Op
+	}
+	return 0
+}
+
 type Bucket struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Weight        uint32                 `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
@@ -1821,6 +1828,7 @@ type Group struct {
 	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Type          uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
 	Buckets       []*Bucket              `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	Op            uint32                 `protobuf:"varint,4,opt,name=op,proto3" json:"op,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1874,6 +1882,13 @@ func (x *Group) GetBuckets() []*Bucket {
 		return x.Buckets
 	}
 	return nil
+}
+
+func (x *Group) GetOp() uint32 {
+	if x != nil {
+		return x.Op
+	}
+	return 0
 }
 
 type MeterBand struct {
@@ -1933,6 +1948,7 @@ type Meter struct {
 	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Unit          uint32                 `protobuf:"varint,2,opt,name=unit,proto3" json:"unit,omitempty"`
 	Bands         []*MeterBand           `protobuf:"bytes,3,rep,name=bands,proto3" json:"bands,omitempty"`
+	Op            uint32                 `protobuf:"varint,4,opt,name=op,proto3" json:"op,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1988,122 +2004,28 @@ func (x *Meter) GetBands() []*MeterBand {
 	return nil
 }
 
-type Op struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Kind  uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	// Types that are valid to be assigned to Object:
-	//
-	//	*Op_Flow
-	//	*Op_Group
-	//	*Op_Meter
-	Object        isOp_Object `protobuf_oneof:"object"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Op) Reset() {
-	*x = Op{}
-	mi := &file_plugin_proto_msgTypes[30]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Op) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Op) ProtoMessage() {}
-
-func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[30]
+func (x *Meter) GetOp() uint32 {
 	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Op.ProtoReflect.Descriptor instead.
-func (*Op) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{30}
-}
-
-func (x *Op) GetKind() uint32 {
-	if x != nil {
-		return x.Kind
+		return x.Op
 	}
 	return 0
 }
 
-func (x *Op) GetObject() isOp_Object {
-	if x != nil {
-		return x.Object
-	}
-	return nil
-}
-
-func (x *Op) GetFlow() *Flow {
-	if x != nil {
-		if x, ok := x.Object.(*Op_Flow); ok {
-			return x.Flow
-		}
-	}
-	return nil
-}
-
-func (x *Op) GetGroup() *Group {
-	if x != nil {
-		if x, ok := x.Object.(*Op_Group); ok {
-			return x.Group
-		}
-	}
-	return nil
-}
-
-func (x *Op) GetMeter() *Meter {
-	if x != nil {
-		if x, ok := x.Object.(*Op_Meter); ok {
-			return x.Meter
-		}
-	}
-	return nil
-}
-
-type isOp_Object interface {
-	isOp_Object()
-}
-
-type Op_Flow struct {
-	Flow *Flow `protobuf:"bytes,2,opt,name=flow,proto3,oneof"`
-}
-
-type Op_Group struct {
-	Group *Group `protobuf:"bytes,3,opt,name=group,proto3,oneof"`
-}
-
-type Op_Meter struct {
-	Meter *Meter `protobuf:"bytes,4,opt,name=meter,proto3,oneof"`
-}
-
-func (*Op_Flow) isOp_Object() {}
-
-func (*Op_Group) isOp_Object() {}
-
-func (*Op_Meter) isOp_Object() {}
-
+// Batch is applied atomically. Flows keep their order among themselves
+// (a later operation on the same key wins); the host adds meters and groups
+// before the flows and deletes them after.
 type Batch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ops           []*Op                  `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	Flows         []*Flow                `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	Groups        []*Group               `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	Meters        []*Meter               `protobuf:"bytes,3,rep,name=meters,proto3" json:"meters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2037,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,12 +2050,26 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{31}
+	return file_plugin_proto_rawDescGZIP(), []int{30}
 }
 
-func (x *Batch) GetOps() []*Op {
+func (x *Batch) GetFlows() []*Flow {
 	if x != nil {
-		return x.Ops
+		return x.Flows
+	}
+	return nil
+}
+
+func (x *Batch) GetGroups() []*Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Batch) GetMeters() []*Meter {
+	if x != nil {
+		return x.Meters
 	}
 	return nil
 }
@@ -2146,7 +2082,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2094,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2107,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{32}
+	return file_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 type PortRequest struct {
@@ -2187,7 +2123,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2135,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2148,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{33}
+	return file_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PortRequest) GetName() string {
@@ -2259,7 +2195,7 @@ type PortName struct {
 
 func (x *PortName) Reset() {
 	*x = PortName{}
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2207,7 @@ func (x *PortName) String() string {
 func (*PortName) ProtoMessage() {}
 
 func (x *PortName) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2220,7 @@ func (x *PortName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortName.ProtoReflect.Descriptor instead.
 func (*PortName) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{34}
+	return file_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PortName) GetName() string {
@@ -2306,7 +2242,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2254,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2267,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{35}
+	return file_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Port) GetName() string {
@@ -2374,7 +2310,7 @@ type PacketOutRequest struct {
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2322,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2335,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{36}
+	return file_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -2565,7 +2501,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\amax_len\x18\b \x01(\rR\x06maxLen\x12\x1a\n" +
 	"\buserdata\x18\t \x01(\fR\buserdata\x12(\n" +
 	"\x02ct\x18\n" +
-	" \x01(\v2\x18.switchyard.plugin.v1.CTR\x02ct\"\xb0\x02\n" +
+	" \x01(\v2\x18.switchyard.plugin.v1.CTR\x02ct\"\xc0\x02\n" +
 	"\x04Flow\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x126\n" +
@@ -2574,31 +2510,30 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04goto\x18\x05 \x01(\v2\x1a.switchyard.plugin.v1.JumpR\x04goto\x12\x10\n" +
 	"\x03tag\x18\x06 \x01(\rR\x03tag\x12!\n" +
 	"\fidle_timeout\x18\a \x01(\rR\vidleTimeout\x12!\n" +
-	"\fhard_timeout\x18\b \x01(\rR\vhardTimeout\"w\n" +
+	"\fhard_timeout\x18\b \x01(\rR\vhardTimeout\x12\x0e\n" +
+	"\x02op\x18\t \x01(\rR\x02op\"w\n" +
 	"\x06Bucket\x12\x16\n" +
 	"\x06weight\x18\x01 \x01(\rR\x06weight\x12\x1d\n" +
 	"\n" +
 	"watch_port\x18\x02 \x01(\rR\twatchPort\x126\n" +
-	"\aactions\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\"c\n" +
+	"\aactions\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\"s\n" +
 	"\x05Group\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\rR\x04type\x126\n" +
-	"\abuckets\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.BucketR\abuckets\"5\n" +
+	"\abuckets\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.BucketR\abuckets\x12\x0e\n" +
+	"\x02op\x18\x04 \x01(\rR\x02op\"5\n" +
 	"\tMeterBand\x12\x12\n" +
 	"\x04rate\x18\x01 \x01(\rR\x04rate\x12\x14\n" +
-	"\x05burst\x18\x02 \x01(\rR\x05burst\"b\n" +
+	"\x05burst\x18\x02 \x01(\rR\x05burst\"r\n" +
 	"\x05Meter\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\rR\x04unit\x125\n" +
-	"\x05bands\x18\x03 \x03(\v2\x1f.switchyard.plugin.v1.MeterBandR\x05bands\"\xbe\x01\n" +
-	"\x02Op\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\rR\x04kind\x120\n" +
-	"\x04flow\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.FlowH\x00R\x04flow\x123\n" +
-	"\x05group\x18\x03 \x01(\v2\x1b.switchyard.plugin.v1.GroupH\x00R\x05group\x123\n" +
-	"\x05meter\x18\x04 \x01(\v2\x1b.switchyard.plugin.v1.MeterH\x00R\x05meterB\b\n" +
-	"\x06object\"3\n" +
-	"\x05Batch\x12*\n" +
-	"\x03ops\x18\x01 \x03(\v2\x18.switchyard.plugin.v1.OpR\x03ops\"\x0f\n" +
+	"\x05bands\x18\x03 \x03(\v2\x1f.switchyard.plugin.v1.MeterBandR\x05bands\x12\x0e\n" +
+	"\x02op\x18\x04 \x01(\rR\x02op\"\xa3\x01\n" +
+	"\x05Batch\x120\n" +
+	"\x05flows\x18\x01 \x03(\v2\x1a.switchyard.plugin.v1.FlowR\x05flows\x123\n" +
+	"\x06groups\x18\x02 \x03(\v2\x1b.switchyard.plugin.v1.GroupR\x06groups\x123\n" +
+	"\x06meters\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.MeterR\x06meters\"\x0f\n" +
 	"\rApplyResponse\"\xea\x02\n" +
 	"\vPortRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -2657,7 +2592,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_plugin_proto_goTypes = []any{
 	(*Empty)(nil),                    // 0: switchyard.plugin.v1.Empty
 	(*DescribeRequest)(nil),          // 1: switchyard.plugin.v1.DescribeRequest
@@ -2689,23 +2624,22 @@ var file_plugin_proto_goTypes = []any{
 	(*Group)(nil),                    // 27: switchyard.plugin.v1.Group
 	(*MeterBand)(nil),                // 28: switchyard.plugin.v1.MeterBand
 	(*Meter)(nil),                    // 29: switchyard.plugin.v1.Meter
-	(*Op)(nil),                       // 30: switchyard.plugin.v1.Op
-	(*Batch)(nil),                    // 31: switchyard.plugin.v1.Batch
-	(*ApplyResponse)(nil),            // 32: switchyard.plugin.v1.ApplyResponse
-	(*PortRequest)(nil),              // 33: switchyard.plugin.v1.PortRequest
-	(*PortName)(nil),                 // 34: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 35: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 36: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 37: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 38: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 39: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 40: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Batch)(nil),                    // 30: switchyard.plugin.v1.Batch
+	(*ApplyResponse)(nil),            // 31: switchyard.plugin.v1.ApplyResponse
+	(*PortRequest)(nil),              // 32: switchyard.plugin.v1.PortRequest
+	(*PortName)(nil),                 // 33: switchyard.plugin.v1.PortName
+	(*Port)(nil),                     // 34: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 35: switchyard.plugin.v1.PacketOutRequest
+	nil,                              // 36: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 37: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 38: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 39: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	3,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	2,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	37, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	38, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	36, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	37, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
 	6,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	20, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	12, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
@@ -2724,51 +2658,50 @@ var file_plugin_proto_depIdxs = []int32{
 	24, // 19: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
 	26, // 20: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
 	28, // 21: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	25, // 22: switchyard.plugin.v1.Op.flow:type_name -> switchyard.plugin.v1.Flow
-	27, // 23: switchyard.plugin.v1.Op.group:type_name -> switchyard.plugin.v1.Group
-	29, // 24: switchyard.plugin.v1.Op.meter:type_name -> switchyard.plugin.v1.Meter
-	30, // 25: switchyard.plugin.v1.Batch.ops:type_name -> switchyard.plugin.v1.Op
-	39, // 26: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	40, // 27: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	24, // 28: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	5,  // 29: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	1,  // 30: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	7,  // 31: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	9,  // 32: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	11, // 33: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 34: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 35: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	16, // 36: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	17, // 37: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	19, // 38: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	31, // 39: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.Batch
-	33, // 40: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	34, // 41: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	34, // 42: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	36, // 43: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	0,  // 44: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	0,  // 45: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	4,  // 46: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	8,  // 47: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	10, // 48: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	15, // 49: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	0,  // 50: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	0,  // 51: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	0,  // 52: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	0,  // 53: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	0,  // 54: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	32, // 55: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	35, // 56: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	0,  // 57: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	35, // 58: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	0,  // 59: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	20, // 60: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	0,  // 61: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	46, // [46:62] is the sub-list for method output_type
-	30, // [30:46] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	25, // 22: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	27, // 23: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	29, // 24: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	38, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	39, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	24, // 27: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	5,  // 28: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	1,  // 29: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	7,  // 30: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	9,  // 31: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	11, // 32: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 33: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 34: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	16, // 35: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	17, // 36: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	19, // 37: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	30, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.Batch
+	32, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	33, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	33, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	35, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	0,  // 43: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	0,  // 44: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	4,  // 45: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	8,  // 46: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	10, // 47: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	15, // 48: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	0,  // 49: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	0,  // 50: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	0,  // 51: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	0,  // 52: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	0,  // 53: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	31, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	34, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	0,  // 56: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	34, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	0,  // 58: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	20, // 59: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	0,  // 60: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	45, // [45:61] is the sub-list for method output_type
+	29, // [29:45] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -2776,18 +2709,13 @@ func file_plugin_proto_init() {
 	if File_plugin_proto != nil {
 		return
 	}
-	file_plugin_proto_msgTypes[30].OneofWrappers = []any{
-		(*Op_Flow)(nil),
-		(*Op_Group)(nil),
-		(*Op_Meter)(nil),
-	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

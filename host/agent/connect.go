@@ -1,0 +1,42 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/host/ovsdb"
+)
+
+// Connect opens OVSDB, makes sure the bridge is set up, and connects to the
+// bridge's OpenFlow management socket (waiting for ovs-vswitchd to create
+// it after a fresh bridge). The caller closes both.
+func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openflow.Conn, *ovsdb.Client, error) {
+	db, err := ovsdb.Dial(ctx, cfg.OVS.DBSocket, cfg.Bridge.Name, log.With("component", "ovsdb"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := db.EnsureBridge(ctx, cfg.Bridge.DatapathType); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	for {
+		sw, err := openflow.Dial(ctx, "unix", cfg.MgmtSocket(), openflow.Options{Logger: log, AsyncEvents: true})
+		if err == nil {
+			return sw, db, nil
+		}
+		select {
+		case <-ctx.Done():
+			db.Close()
+			return nil, nil, fmt.Errorf("connect to %s: %w (is ovs-vswitchd running?)", cfg.MgmtSocket(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// RemoveOwner removes an owner (a plugin that is no longer enabled, or a
+// local owner) with all its flows, groups, meters, ports and tables.
+func (a *Agent) RemoveOwner(ctx context.Context, owner string) { a.removePlugin(ctx, owner) }
