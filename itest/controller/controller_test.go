@@ -452,4 +452,43 @@ func TestController(t *testing.T) {
 			return st.Phase == crdv1.PolicyRealized && st.CurrentNodesRealized == 1 && st.DesiredNodesRealized == 1 && st.ObservedGeneration == gen
 		})
 	})
+
+	t.Run("a missing tier appearing computes its waiting policy; group peers resolve", func(t *testing.T) {
+		defer e.use(t)()
+		tier := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"priority": int64(10)}}}
+		tier.SetAPIVersion(crdv1.SchemeGroupVersion.String())
+		tier.SetKind("Tier")
+		tier.SetName("nope")
+		_, err := dyn.Resource(crdv1.TiersResource).Create(ctx, tier, metav1.CreateOptions{})
+		must(t, "creating tier nope", err)
+		cg := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"podSelector": map[string]any{"matchLabels": map[string]any{"app": "client"}},
+			"ipBlocks":    []any{map[string]any{"cidr": "192.0.2.0/24", "except": []any{"192.0.2.128/25"}}},
+		}}}
+		cg.SetAPIVersion(crdv1.SchemeGroupVersion.String())
+		cg.SetKind("ClusterGroup")
+		cg.SetName("clients")
+		_, err = dyn.Resource(crdv1.ClusterGroupsResource).Create(ctx, cg, metav1.CreateOptions{})
+		must(t, "creating ClusterGroup clients", err)
+		e.createNative(crdv1.ClusterNetworkPoliciesResource, "ClusterNetworkPolicy", &metav1.ObjectMeta{Name: "via-group"},
+			crdv1.PolicySpec{Tier: "emergency", Priority: 2, AppliedTo: []crdv1.AppliedTo{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}}}},
+				Ingress: []crdv1.Rule{{Action: crdv1.RuleActionReject, From: []crdv1.Peer{{Group: "clients"}}}}})
+		nodes["n1"].waitView(t, "bad-tier computed and via-group resolved", func(v view) error {
+			got := view{"cnp:bad-tier": v["cnp:bad-tier"], "cnp:via-group": v["cnp:via-group"]}
+			return want(got, view{
+				"cnp:bad-tier":  {"INGRESS DROP to={app/server@n1[10.1.0.1]} peers={app/other@n3[10.3.0.1]} ports=[]"},
+				"cnp:via-group": {"INGRESS REJECT to={app/server@n1[10.1.0.1]} peers={app/other@n3[10.3.0.1]} ports=[] block=192.0.2.0/24-[192.0.2.128/25]"},
+			})
+		})
+		err = testenv.Eventually("bad-tier Valid=True", 30*time.Second, 50*time.Millisecond, func() error {
+			st, _ := e.cnpStatus("bad-tier")
+			for _, c := range st.Conditions {
+				if c.Type == "Valid" && c.Status == metav1.ConditionTrue && st.Phase == crdv1.PolicyRealizing && st.DesiredNodesRealized == 1 {
+					return nil
+				}
+			}
+			return fmt.Errorf("status %+v", st)
+		})
+		must(t, "bad-tier status", err)
+	})
 }

@@ -188,7 +188,11 @@ func (c *nodeClient) view() view {
 			for _, pt := range r.Ports {
 				ports = append(ports, fmt.Sprintf("%s/%d-%d%s", pt.Protocol, pt.Port, pt.EndPort, pt.Name))
 			}
-			rules = append(rules, fmt.Sprintf("%s %s to={%s} peers={%s} ports=%v", r.Direction, r.Action, names(c.atgs, r.AppliedToGroups), names(c.ags, r.AddressGroups), ports))
+			line := fmt.Sprintf("%s %s to={%s} peers={%s} ports=%v", r.Direction, r.Action, names(c.atgs, r.AppliedToGroups), names(c.ags, r.AddressGroups), ports)
+			for _, b := range r.IpBlocks {
+				line += fmt.Sprintf(" block=%s-%v", b.Cidr, b.Except)
+			}
+			rules = append(rules, line)
 		}
 		if len(rules) == 0 {
 			rules = []string{fmt.Sprintf("isolate to={%s}", names(c.atgs, p.AppliedToGroups))}
