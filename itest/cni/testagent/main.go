@@ -25,7 +25,6 @@ import (
 	"switchyard.dev/switchyard/host/agent"
 	"switchyard.dev/switchyard/host/cniserver"
 	"switchyard.dev/switchyard/host/config"
-	"switchyard.dev/switchyard/host/ifstore"
 	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -121,30 +120,17 @@ func run() error {
 		return err
 	}
 
-	store, err := ifstore.Open(filepath.Join(storeDir, "interfaces.json"), log)
-	if err != nil {
-		return err
-	}
-	if rep, err := store.Reconcile(ctx, portView{db}, nil); err != nil {
-		return err
-	} else if len(rep.Stale) > 0 {
-		log.Warn("dropped stale interface records", "count", len(rep.Stale))
-	}
 	handler := cniserver.FromPlugin(p)
-	srv, err := cniserver.New(cniserver.Options{
-		Socket: filepath.Join(cfg.SocketDir, "cni.sock"), Store: store, Logger: log,
+	cni, err := cniserver.StartNode(ctx, cniserver.NodeOptions{
+		SocketDir: cfg.SocketDir, StateDir: storeDir, Ports: portView{db}, Logger: log,
 		Handler: func() (sdk.CNIHandler, bool) { return handler, !p.Exited() },
 	})
 	if err != nil {
 		return err
 	}
-	if err := srv.Listen(); err != nil {
-		return err
-	}
-	go srv.Serve()
 	log.Info("testagent ready")
 	<-ctx.Done()
-	srv.Stop(5 * time.Second)
+	cni.Stop(5 * time.Second)
 	stopCtx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer c2()
 	_ = p.Stop(stopCtx)
