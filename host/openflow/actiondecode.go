@@ -28,7 +28,8 @@ func decodeAction(r *reader) (Action, error) {
 		return nil, r.err
 	}
 	r.off = start
-	s := r.sub(n, r.ctx+": action")
+	sv := r.sub(n, "action")
+	s := &sv
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -151,7 +152,8 @@ func decodeNX(s *reader) (Action, error) {
 		}
 		s.skip(3)
 		a.Alg = s.u16()
-		acts, err := decodeActions(s.sub(s.left(), s.ctx+": ct"))
+		inner := s.sub(s.left(), "ct")
+		acts, err := decodeActions(&inner)
 		if err != nil {
 			return nil, err
 		}

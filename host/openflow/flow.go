@@ -304,7 +304,8 @@ func decodeFlowMod(r *reader) (*FlowMod, error) {
 	if f.Match, err = decodeMatch(r); err != nil {
 		return nil, err
 	}
-	if f.Instructions, err = decodeInstructions(r.sub(r.left(), r.ctx+": instructions")); err != nil {
+	ins := r.sub(r.left(), "instructions")
+	if f.Instructions, err = decodeInstructions(&ins); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -324,7 +325,8 @@ func decodeInstructions(r *reader) ([]Instruction, error) {
 			return nil, r.err
 		}
 		r.off = start
-		s := r.sub(n, r.ctx)
+		sv := r.sub(n, "instruction")
+		s := &sv
 		s.skip(4)
 		switch typ {
 		case itGotoTable:

@@ -122,7 +122,8 @@ func decodeBuckets(r *reader) ([]Bucket, error) {
 		}
 		bk := Bucket{ID: r.u32()}
 		var err error
-		if bk.Actions, err = decodeActions(r.sub(al, "bucket actions")); err != nil {
+		ar := r.sub(al, "bucket actions")
+		if bk.Actions, err = decodeActions(&ar); err != nil {
 			return nil, err
 		}
 		props := r.sub(n-8-al, "bucket properties")
@@ -164,7 +165,8 @@ func decodeGroupMod(r *reader) (*GroupMod, error) {
 	bl := int(r.u16())
 	r.skip(6)
 	var err error
-	if m.Buckets, err = decodeBuckets(r.sub(bl, "GROUP_MOD: buckets")); err != nil {
+	br := r.sub(bl, "buckets")
+	if m.Buckets, err = decodeBuckets(&br); err != nil {
 		return nil, err
 	}
 	return m, r.err

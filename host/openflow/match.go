@@ -438,8 +438,9 @@ func decodeMatch(r *reader) (Match, error) {
 		r.failf(ErrBadLength, "match")
 		return nil, r.err
 	}
-	sub := r.sub(length-4, r.ctx+": match")
-	var m Match
+	sv := r.sub(length-4, "match")
+	sub := &sv
+	m := make(Match, 0, (length-4)/8)
 	for sub.left() > 0 {
 		var ok bool
 		if m, ok = appendDecodedOXM(sub, m); !ok {
@@ -453,5 +454,29 @@ func decodeMatch(r *reader) (Match, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return m.Normalize(), nil
+	return m.normalizeDecoded(), nil
+}
+
+// normalizeDecoded is Normalize for freshly decoded fields, done in place
+// when (as with OVS's replies) they are already sorted and hold no xxreg.
+func (m Match) normalizeDecoded() Match {
+	if len(m) == 0 {
+		return nil
+	}
+	for i := range m {
+		f := m[i].Field
+		if f >= FieldXXReg0 && f <= FieldXXReg3 || i > 0 && m[i-1].Field > f {
+			return m.Normalize()
+		}
+	}
+	for i := range m {
+		if m[i].Masked {
+			n := m[i].Field.Size()
+			for j := range n {
+				m[i].Value[j] &= m[i].Mask[j]
+			}
+			m[i] = m[i].normal()
+		}
+	}
+	return m
 }

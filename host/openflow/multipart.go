@@ -114,7 +114,8 @@ func decodeFlowDesc(r *reader) (FlowStats, error) {
 		return fs, r.err
 	}
 	r.off = start
-	s := r.sub(n, "flow desc")
+	sv := r.sub(n, "flow desc")
+	s := &sv
 	s.skip(4)
 	f := &fs.Flow
 	f.Table = s.u8()
@@ -163,7 +164,8 @@ func decodeFlowDesc(r *reader) (FlowStats, error) {
 	if stats.err != nil {
 		return fs, stats.err
 	}
-	if f.Instructions, err = decodeInstructions(s.sub(s.left(), "flow desc: instructions")); err != nil {
+	ins := s.sub(s.left(), "instructions")
+	if f.Instructions, err = decodeInstructions(&ins); err != nil {
 		return fs, err
 	}
 	return fs, s.err
@@ -388,7 +390,8 @@ func decodeMultipartReply(r *reader) (Message, error) {
 				return nil, r.err
 			}
 			r.off = start
-			s := r.sub(n, "group desc")
+			sv := r.sub(n, "group desc")
+			s := &sv
 			s.skip(2)
 			g := GroupDesc{Type: GroupType(s.u8())}
 			s.skip(1)
@@ -396,7 +399,8 @@ func decodeMultipartReply(r *reader) (Message, error) {
 			bl := int(s.u16())
 			s.skip(6)
 			var err error
-			if g.Buckets, err = decodeBuckets(s.sub(bl, "group desc: buckets")); err != nil {
+			br := s.sub(bl, "buckets")
+			if g.Buckets, err = decodeBuckets(&br); err != nil {
 				return nil, err
 			}
 			if s.err != nil {

@@ -183,7 +183,8 @@ func decodePacketOut(r *reader) (*PacketOut, error) {
 	if f := mt.find(FieldInPort); f != nil {
 		m.InPort = uint32(f.Uint64())
 	}
-	if m.Actions, err = decodeActions(r.sub(al, "PACKET_OUT: actions")); err != nil {
+	ar := r.sub(al, "actions")
+	if m.Actions, err = decodeActions(&ar); err != nil {
 		return nil, err
 	}
 	m.Data = cloneBytes(r.rest())

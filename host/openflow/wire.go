@@ -84,23 +84,34 @@ func setLen16(b []byte, off int, v int) { binary.BigEndian.PutUint16(b[off:], ui
 // after the first short read every accessor returns zero and the error is
 // kept, so decoders check r.err once per structure instead of per field.
 type reader struct {
-	b   []byte
-	off int
-	err error
-	ctx string // what is being decoded, for error messages
+	b      []byte
+	off    int
+	err    error
+	ctx    string  // what is being decoded, for error messages
+	parent *reader // enclosing structure; only read when building an error
 }
 
 func newReader(b []byte, ctx string) *reader { return &reader{b: b, ctx: ctx} }
 
+// what names the structure being decoded, outermost first, e.g.
+// "FLOW_MOD: instructions: action". It is only built on failure, so
+// decoding does not pay for it.
+func (r *reader) what() string {
+	if r.parent != nil {
+		return r.parent.what() + ": " + r.ctx
+	}
+	return r.ctx
+}
+
 func (r *reader) fail(err error) {
 	if r.err == nil {
-		r.err = &DecodeError{What: r.ctx, Offset: r.off, Err: err}
+		r.err = &DecodeError{What: r.what(), Offset: r.off, Err: err}
 	}
 }
 
 func (r *reader) failf(err error, what string) {
 	if r.err == nil {
-		r.err = &DecodeError{What: r.ctx + ": " + what, Offset: r.off, Err: err}
+		r.err = &DecodeError{What: r.what() + ": " + what, Offset: r.off, Err: err}
 	}
 }
 
@@ -175,13 +186,10 @@ func (r *reader) bytes(n int) []byte {
 }
 
 // sub returns a reader over the next n bytes and advances past them.
-func (r *reader) sub(n int, ctx string) *reader {
+// It is a value so nested decoding stays on the stack.
+func (r *reader) sub(n int, ctx string) reader {
 	b := r.bytes(n)
-	s := &reader{b: b, ctx: ctx}
-	if r.err != nil {
-		s.err = r.err
-	}
-	return s
+	return reader{b: b, ctx: ctx, err: r.err, parent: r}
 }
 
 // rest returns everything that is left.
