@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +58,14 @@ func resetHWM(b *testing.B) {
 	}
 }
 
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func benchInitial(b *testing.B, mk func() workload.Workload, wantPolicies int) {
 	w := mk()
 	for b.Loop() {
@@ -65,10 +74,14 @@ func benchInitial(b *testing.B, mk func() workload.Workload, wantPolicies int) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		resetHWM(b)
+		cpu0 := cpuTime(b)
 		b.StartTimer()
 		e := New(nil)
 		feed(b, e, w)
 		b.StopTimer()
+		// CPU time (all threads, GC included) is steadier than wall time on a
+		// shared machine.
+		b.ReportMetric((cpuTime(b) - cpu0).Seconds(), "cpu-s")
 		st := e.Stats()
 		if st.Policies != wantPolicies {
 			b.Fatalf("computed %d policies, want %d (%+v)", st.Policies, wantPolicies, st)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,8 @@ type Controller struct {
 	dynFactory dynamicinformer.DynamicSharedInformerFactory
 	listers    map[kind]cache.GenericLister
 	informers  []cache.SharedIndexInformer
+	handlers   []cache.ResourceEventHandlerRegistration
+	inflight   atomic.Int64
 	nodes      cache.SharedIndexInformer
 	queue      workqueue.TypedRateLimitingInterface[key]
 
@@ -128,11 +131,16 @@ func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
 		}
 		c.queue.Add(key{k, m.GetNamespace(), m.GetName()})
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	})
+	if err != nil {
+		// Only possible on a stopped informer, which New never has.
+		panic(fmt.Sprintf("adding %s event handler: %v", k, err))
+	}
+	c.handlers = append(c.handlers, reg)
 }
 
 func metaOf(obj any) (metav1.Object, error) {
@@ -184,6 +192,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for _, inf := range c.informers {
 		synced = append(synced, inf.HasSynced)
 	}
+	// A handler has synced once it was handed every object of the initial
+	// list, so after this the queue holds the whole backlog.
+	for _, reg := range c.handlers {
+		synced = append(synced, reg.HasSynced)
+	}
 	synced = append(synced, c.nodes.HasSynced)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
@@ -197,7 +210,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	wg.Go(func() {
 		// Ready once the initial backlog is drained.
 		_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-			return c.queue.Len() == 0, nil
+			return c.queue.Len() == 0 && c.inflight.Load() == 0, nil
 		})
 		c.readyOnce.Do(func() { close(c.ready) })
 		c.log.Info("initial computation done", "stats", fmt.Sprintf("%+v", c.engine.Stats()))
@@ -230,6 +243,7 @@ func (c *Controller) worker(ctx context.Context) {
 		if quit {
 			return
 		}
+		c.inflight.Add(1)
 		err := c.sync(k)
 		if err != nil {
 			c.log.Error("sync failed; retrying", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
@@ -238,6 +252,7 @@ func (c *Controller) worker(ctx context.Context) {
 			c.queue.Forget(k)
 		}
 		c.queue.Done(k)
+		c.inflight.Add(-1)
 	}
 }
 
