@@ -62,24 +62,17 @@ func (p *Pod) IP() net.IP {
 func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
 
 // loadNetworkList picks the node's network the way container runtimes do:
-// the lexically first config file in the CNI config directory.
+// the lexically first config list in the CNI config directory.
 func (n *Node) loadNetworkList() (*libcni.NetworkConfigList, error) {
-	files, err := libcni.ConfFiles(n.CNIConfDir, []string{".conflist", ".conf", ".json"})
+	files, err := libcni.ConfFiles(n.CNIConfDir, []string{".conflist"})
 	if err != nil {
 		return nil, fmt.Errorf("reading CNI config dir %s: %w", n.CNIConfDir, err)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no CNI config in %s on %s: is the agent running and has it written its conflist?", n.CNIConfDir, n.Name)
+		return nil, fmt.Errorf("no .conflist in %s on %s: is the agent running and has it written its CNI config?", n.CNIConfDir, n.Name)
 	}
 	sort.Strings(files)
-	if filepath.Ext(files[0]) == ".conflist" {
-		return libcni.NetworkConfFromFile(files[0])
-	}
-	conf, err := libcni.ConfFromFile(files[0])
-	if err != nil {
-		return nil, err
-	}
-	return libcni.ConfListFromConf(conf)
+	return libcni.NetworkConfFromFile(files[0])
 }
 
 func (n *Node) cni() *libcni.CNIConfig {
