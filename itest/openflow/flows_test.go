@@ -77,7 +77,7 @@ func parseDump(out string) []string {
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "OFPST_FLOW") {
+		if l == "" || strings.HasPrefix(l, "OFPST_") {
 			continue
 		}
 		lines = append(lines, l)

@@ -243,7 +243,7 @@ func TestLargeNonAtomicBatchIsSplit(t *testing.T) {
 }
 
 func TestGroupsAndMeters(t *testing.T) {
-	_, c := startSwitch(t, "of-groups", of.Options{})
+	sw, c := startSwitch(t, "of-groups", of.Options{})
 	ctx := ctxT(t, 20*time.Second)
 	g := &of.GroupMod{Command: of.GroupAdd, Type: of.GroupTypeSelect, GroupID: 5, Buckets: []of.Bucket{
 		{ID: 0, Weight: 100, Actions: []of.Action{of.ResubmitTable(10)}},
@@ -260,6 +260,9 @@ func TestGroupsAndMeters(t *testing.T) {
 	}
 	if diff := cmp.Diff([]of.GroupDesc{{Type: g.Type, GroupID: g.GroupID, Buckets: g.Buckets}}, gs, cmpOpts...); diff != "" {
 		t.Errorf("group desc (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{gs[0].String()}, parseDump(sw.Ofctl(t, "--no-names", "dump-groups", "br-int"))); diff != "" {
+		t.Errorf("ovs-ofctl dump-groups differs from GroupDesc.String (-ours +ovs):\n%s", diff)
 	}
 	m := &of.MeterMod{Command: of.MeterAdd, Flags: of.MeterPktps | of.MeterFlagStats, MeterID: 3, Bands: []of.MeterBand{{Type: 1, Rate: 1000}}}
 	if _, err := c.Request(ctx, m); err != nil {
