@@ -29,9 +29,12 @@ type Options struct {
 	// committed in order; an atomic batch is never split and fails with
 	// ErrBadValue instead. Default 50000.
 	BundleLimit int
-	// AsyncEvents enables packet-ins (as NXT_PACKET_IN2) and port-status
-	// messages on this connection; OVS's bridge management socket is a
-	// service connection where they are off by default.
+	// AsyncEvents asks for packet-ins as NXT_PACKET_IN2 (the only format
+	// that carries controller(userdata=...) and pause continuations) and
+	// enables, with SET_ASYNC, packet-ins of every reason and port status.
+	// (OVS 3.1 already sends plain OF1.5 packet-ins and port status on the
+	// bridge's .mgmt socket without SET_ASYNC, checked in itest/openflow;
+	// AsyncEvents makes the configuration explicit and version-proof.)
 	AsyncEvents bool
 	// ControllerID, when non-zero, is sent with NXT_SET_CONTROLLER_ID so
 	// controller(id=N) actions reach this connection.

@@ -64,8 +64,12 @@
 //     reg fields.
 //   - ct_nw_src/dst, ct_ipv6_*, ct_nw_proto and ct_tp_* need
 //     ct_state=-inv+trk in the match (Match.Validate checks this).
-//   - The bridge .mgmt socket is a service connection: packet-ins and
-//     port status are off until SET_ASYNC enables them (Options.AsyncEvents).
+//   - On the bridge .mgmt socket (a service connection) OVS 3.1 sends
+//     OF1.5 packet-ins and port status even without SET_ASYNC, but only
+//     NXT_PACKET_IN2 carries controller userdata: Options.AsyncEvents
+//     selects that format and sets the async mask explicitly.
+//   - controller(id=N) reaches only connections that set controller id N
+//     (Options.ControllerID); id 0 is the default.
 //
 // # How to add a match field
 //
