@@ -149,6 +149,9 @@ type Match struct {
 // them) are taken as they are, without copying; anything else is sorted
 // and de-duplicated (last one wins).
 func MatchOf(fields ...MatchField) Match {
+	if len(fields) == 0 {
+		return Match{}
+	}
 	sorted := true
 	for i := 1; i < len(fields); i++ {
 		if compareFields(fields[i-1], fields[i]) >= 0 {
