@@ -67,7 +67,6 @@ func Actions(as []*pb.Action) []flow.Action {
 	return out
 }
 
-
 func flowInto(out *flow.Flow, f *pb.Flow, fields []flow.MatchField) {
 	for i, m := range f.GetMatch() {
 		fields[i] = MatchField(m)
