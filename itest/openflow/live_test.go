@@ -237,8 +237,23 @@ func TestLargeNonAtomicBatchIsSplit(t *testing.T) {
 	if diff := cmp.Diff(texts(flows), dumpOfctl(t, sw)); diff != "" {
 		t.Fatalf("dump-flows (-want +got):\n%s", diff)
 	}
-	if err := c.BundleFlows(ctxT(t, 10*time.Second), adds(flows), true); err == nil || !errors.Is(err, of.ErrBadValue) {
-		t.Fatalf("atomic batch over the bundle limit: got %v, want ErrBadValue", err)
+	// An atomic batch over the limit is not split: one bundle, all or nothing.
+	more := adds(mixedFlows(4, 0x9, 4500))
+	more[4499].Flow.Instructions = []of.Instruction{of.Goto(1)} // backwards: rejected
+	var se *of.SwitchError
+	if err := c.BundleFlows(ctxT(t, 30*time.Second), more, true); !errors.As(err, &se) || se.Index != 4499 {
+		t.Fatalf("atomic batch over the bundle limit with a bad last flow: got %v, want SwitchError at index 4499", err)
+	}
+	if diff := cmp.Diff(texts(flows), dumpOfctl(t, sw)); diff != "" {
+		t.Fatalf("failed atomic batch changed the switch (-want +got):\n%s", diff)
+	}
+	// A non-atomic batch with the same bad flow keeps the bundles before it.
+	err := c.BundleFlows(ctxT(t, 30*time.Second), more, false)
+	if !errors.As(err, &se) || se.Index != 4499 {
+		t.Fatalf("non-atomic batch with a bad last flow: got %v, want SwitchError at index 4499", err)
+	}
+	if got, want := len(dumpOfctl(t, sw)), len(flows)+4000; got != want {
+		t.Fatalf("after non-atomic batch failing in its last bundle: %d flows, want %d", got, want)
 	}
 }
 
