@@ -21,7 +21,9 @@ import (
 )
 
 func TestControlPlane(t *testing.T) {
+	start := time.Now()
 	cp := controlplane.Start(t)
+	t.Logf("control plane ready in %s", time.Since(start).Round(time.Millisecond))
 	ctx := context.Background()
 	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil || string(body) != "ok" {
@@ -72,7 +74,9 @@ func TestThreeNodeCluster(t *testing.T) {
 	runPrefix := testenv.Prefix + testenv.RunID()
 
 	t.Run("bring up, probe, tear down", func(t *testing.T) {
+		start := time.Now()
 		c := cluster.Start(t, cluster.Options{Nodes: 3, Client: cp.Client})
+		t.Logf("3 nodes up in %s", time.Since(start).Round(time.Millisecond))
 
 		for _, n := range c.Nodes {
 			if got := strings.TrimSpace(n.OVS.Vsctl(t, "get", "bridge", "br-int", "datapath_type")); got != "netdev" {
