@@ -178,22 +178,47 @@ func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.Desc
 			return *p, err
 		}
 	}
-	var ops []flowstore.Op
-	for _, t := range p.Tables {
-		r, err := a.arb.MissFlow(t)
-		if err != nil {
-			return *p, err
-		}
-		if r != nil {
-			ops = append(ops, flowstore.Op{Kind: flow.OpAdd, Flow: r})
-		}
-	}
-	if len(ops) > 0 {
-		if err := a.applyLocked(ctx, owner, ops, 0); err != nil {
-			return *p, fmt.Errorf("install table-miss flows: %w", err)
-		}
+	// A re-registered plugin has a new round: its miss flows get the new
+	// cookie, or its Synced would sweep them.
+	if err := a.syncMissFlowsLocked(ctx); err != nil {
+		return *p, fmt.Errorf("install table-miss flows: %w", err)
 	}
 	return *p, nil
+}
+
+// syncMissFlowsLocked makes every table's host-installed miss flow match
+// the layout and its owner's round: added where missing, re-pointed where
+// the next table changed, removed where the table became the last one. A
+// priority-0 match-all flow the plugin installed itself is left alone.
+func (a *Agent) syncMissFlowsLocked(ctx context.Context) error {
+	byOwner := map[string][]flowstore.Op{}
+	for _, t := range a.arb.Layout() {
+		r, err := a.arb.MissFlow(t.Name)
+		if err != nil {
+			return err
+		}
+		key := pipeline.Key{Table: t.ID}
+		var cur *flowstore.Entry
+		for _, e := range a.store.Flows(t.Owner) {
+			if e.Key == key {
+				cur = e
+			}
+		}
+		switch {
+		case cur != nil && !cur.R.Miss:
+			continue // the plugin's own catch-all
+		case r == nil && cur != nil:
+			byOwner[t.Owner] = append(byOwner[t.Owner], flowstore.Op{Kind: flow.OpDelete, Flow: cur.R})
+		case r != nil && (cur == nil || cur.R.Goto != r.Goto || cur.R.Cookie != r.Cookie):
+			byOwner[t.Owner] = append(byOwner[t.Owner], flowstore.Op{Kind: flow.OpAdd, Flow: r})
+		}
+	}
+	for _, owner := range slices.Sorted(maps.Keys(byOwner)) {
+		if err := a.applyLocked(ctx, owner, byOwner[owner], 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RegisterLocal registers an in-host owner (no plugin process) and returns
@@ -216,7 +241,7 @@ func (a *Agent) relayoutLocked(ctx context.Context) error {
 		var changes []flowstore.Change
 		var msgs []openflow.Message
 		for _, e := range a.store.Flows(owner) {
-			if !e.R.Layout {
+			if !e.R.Layout || e.R.Miss {
 				continue
 			}
 			r, err := a.arb.Resolve(owner, e.R.Flow)
@@ -244,7 +269,7 @@ func (a *Agent) relayoutLocked(ctx context.Context) error {
 		a.store.Commit(&flowstore.Plan{Owner: owner, Changes: changes})
 		a.log.Info("re-pointed flows after a layout change", "plugin", owner, "flows", len(msgs))
 	}
-	return nil
+	return a.syncMissFlowsLocked(ctx)
 }
 
 // removePlugin deletes everything of an unloaded plugin: its flows (by

@@ -30,6 +30,8 @@ type Resolved struct {
 	// Layout says the flow uses NextTable or GotoStage, so its targets
 	// depend on which tables exist.
 	Layout bool
+	// Miss marks the table-miss flow the host installs for a table.
+	Miss bool
 }
 
 // Key is the switch identity of a resolved flow: table ID, priority and the
@@ -240,5 +242,9 @@ func (a *Arbiter) MissFlow(table string) (*Resolved, error) {
 	case sdk.MissController:
 		f.Actions = []flow.Action{flow.Controller(0xffff, nil)}
 	}
-	return a.Resolve(t.Owner, f)
+	r, err := a.Resolve(t.Owner, f)
+	if r != nil {
+		r.Miss = true
+	}
+	return r, err
 }

@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/host/pipeline"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// fakeSwitch records bundles; fail makes the next bundle fail (the seam
+// stands in for ovs-vswitchd, which the itests use for real).
+type fakeSwitch struct {
+	mu      sync.Mutex
+	bundles [][]openflow.Message
+	fail    error
+	events  chan openflow.Event
+}
+
+func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		err := f.fail
+		f.fail = nil
+		return err
+	}
+	f.bundles = append(f.bundles, msgs)
+	return nil
+}
+func (f *fakeSwitch) Send(context.Context, openflow.Message) error { return nil }
+func (f *fakeSwitch) Events() <-chan openflow.Event                { return f.events }
+
+// lastTexts renders the last bundle's flow mods.
+func (f *fakeSwitch) lastTexts() []string {
+	f.mu.Lock()
+	n := len(f.bundles)
+	f.mu.Unlock()
+	return f.textsSince(n - 1)
+}
+
+// textsSince renders the flow mods of bundles[i:].
+func (f *fakeSwitch) textsSince(i int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, b := range f.bundles[i:] {
+		for _, m := range b {
+			if fm, ok := m.(*openflow.FlowMod); ok {
+				out = append(out, fm.Command.String()+" "+fm.Flow.String())
+			}
+		}
+	}
+	return out
+}
+
+func (f *fakeSwitch) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.bundles)
+}
+
+type fakeDB struct {
+	mu      sync.Mutex
+	ports   map[string]ovsdb.PortInfo
+	deleted []string
+}
+
+func (d *fakeDB) CreatePort(_ context.Context, s ovsdb.PortSpec) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ports[s.Name] = ovsdb.PortInfo{Name: s.Name, Owner: s.Owner, OFPort: len(d.ports) + 1}
+	return nil
+}
+func (d *fakeDB) DeletePort(_ context.Context, n string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.ports, n)
+	d.deleted = append(d.deleted, n)
+	return nil
+}
+func (d *fakeDB) Port(_ context.Context, n string) (ovsdb.PortInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[n]
+	if !ok {
+		return p, ovsdb.ErrNoPort
+	}
+	return p, nil
+}
+func (d *fakeDB) Ports(_ context.Context, owner string) ([]ovsdb.PortInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []ovsdb.PortInfo
+	for _, p := range d.ports {
+		if p.Owner == owner {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+func (d *fakeDB) WaitOFPort(_ context.Context, n string) (uint32, error) {
+	p, err := d.Port(context.Background(), n)
+	return uint32(p.OFPort), err
+}
+func (d *fakeDB) FlowRestoreWait(context.Context) (bool, error)  { return false, nil }
+func (d *fakeDB) SetFlowRestoreWait(context.Context, bool) error { return nil }
+
+func newTestAgent(t *testing.T) (*Agent, *fakeSwitch, *fakeDB) {
+	t.Helper()
+	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: t.TempDir(), Node: config.Node{MTU: 1500}}
+	sw := &fakeSwitch{events: make(chan openflow.Event)}
+	db := &fakeDB{ports: map[string]ovsdb.PortInfo{}}
+	a, err := New(cfg, sw, db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, sw, db
+}
+
+func register(t *testing.T, a *Agent, owner string, tables ...sdk.Table) {
+	t.Helper()
+	if _, err := a.RegisterLocal(context.Background(), owner, &sdk.DescribeResponse{Name: owner, Tables: tables}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	tVal   = sdk.Table{Name: "a.val", Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissNext, Exported: true}
+	tOut   = sdk.Table{Name: "b.out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput}
+	tRoute = sdk.Table{Name: "c.route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting}
+)
+
+func TestApplyArbitration(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "b", tOut)
+	lim := config.Limits{MaxBatch: 3, MaxFlows: 4}
+	f := flow.Flow{Table: "a.val", Priority: 10, Match: flow.Match{}.InPort(1), Goto: flow.NextTable()}
+
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(f), lim); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ADD cookie=0x1000100000000, table=30, priority=10,in_port=1 actions=goto_table:200"}, sw.lastTexts()); diff != "" {
+		t.Errorf("bundle (-want +got):\n%s", diff)
+	}
+	cases := []struct {
+		name  string
+		owner string
+		b     *flow.Batch
+		want  error
+		text  string
+	}{
+		{"same key from another plugin", "b", flow.NewBatch().AddFlows(f), sdk.ErrConflict, `plugin "a" already holds`},
+		{"batch too big", "a", flow.NewBatch().AddFlows(f, f, f, f), sdk.ErrLimit, "batch of 4 operations is over its limit of 3"},
+		{"too many flows", "b", flow.NewBatch().AddFlows(
+			flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(1)}, flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(2)},
+			flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(3)}), nil, ""},
+		{"fifth flow is over the limit", "b", flow.NewBatch().AddFlows(
+			flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(4)}, flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(5)}), sdk.ErrLimit, "would hold 5 flows, over its limit of 4"},
+		{"invalid batch", "a", flow.NewBatch().AddFlows(flow.Flow{}), sdk.ErrInvalid, "flow has no table"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := a.Apply(ctx, tc.owner, tc.b, lim)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				t.Errorf("err = %v, want %v containing %q", err, tc.want, tc.text)
+			}
+		})
+	}
+}
+
+func TestSwitchRefusalLeavesStoreUnchanged(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	sw.fail = errors.New("OFPBFC_MSG_FAILED")
+	err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(flow.Flow{Table: "a.val", Priority: 1}), config.Limits{})
+	if !errors.Is(err, sdk.ErrSwitch) {
+		t.Fatalf("err = %v, want ErrSwitch", err)
+	}
+	if n := len(a.Flows("a")); n != 0 { // a.val is the only table: no miss flow
+		t.Errorf("store holds %d flows of a after a refused batch, want 0", n)
+	}
+}
+
+func TestSyncSweepsStaleRounds(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	keep := flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(1)}
+	stale := flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(2)}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(keep, stale), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	register(t, a, "a", tVal) // restart: round 2
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(keep), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := a.Synced(ctx, "a")
+	if err != nil || n != 1 {
+		t.Fatalf("Synced = %d, %v; want 1 stale flow", n, err)
+	}
+	want := []string{"DEL cookie=0x1000100000000, table=255, priority=0 actions=drop"}
+	if diff := cmp.Diff(want, sw.lastTexts()); diff != "" {
+		t.Errorf("sweep bundle (-want +got):\n%s", diff)
+	}
+	sw.mu.Lock()
+	fm := sw.bundles[len(sw.bundles)-1][0].(*openflow.FlowMod)
+	sw.mu.Unlock()
+	if fm.CookieMask != pipeline.CookieOwnerMask {
+		t.Errorf("sweep cookie mask %#x, want prefix+round", fm.CookieMask)
+	}
+	got := a.Flows("a")
+	for _, f := range got {
+		if strings.Contains(f, "in_port=2") {
+			t.Errorf("stale flow still in the store: %s", f)
+		}
+	}
+	if n, _ := a.Synced(ctx, "a"); n != 0 {
+		t.Errorf("second Synced swept %d flows, want 0", n)
+	}
+}
+
+func TestHotLoadRepointsNextTable(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "b", tOut)
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(flow.Flow{Table: "a.val", Priority: 10, Goto: flow.NextTable()}), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	before := sw.count()
+	register(t, a, "c", tRoute) // lands between 30 and 200
+	got := sw.textsSince(before)
+	want := []string{
+		"ADD cookie=0x1000100000000, table=30, priority=10 actions=goto_table:90", // a's flow
+		"ADD cookie=0x1000100000000, table=30, priority=0 actions=goto_table:90",  // a.val's miss flow
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("re-pointed flows (-want +got):\n%s", diff)
+	}
+	tables := a.Tables()
+	if tables[1].Table != "c.route" || tables[1].ID != 90 {
+		t.Errorf("layout %+v", tables)
+	}
+}
+
+func TestRemoveOwner(t *testing.T) {
+	ctx := context.Background()
+	a, sw, db := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "b", tOut)
+	_ = db.CreatePort(ctx, ovsdb.PortSpec{Name: "p1", Owner: "b"})
+	_ = db.CreatePort(ctx, ovsdb.PortSpec{Name: "p2", Owner: "a"})
+	// a writes into nothing of b's; b holds a flow in a's exported table.
+	if err := a.Apply(ctx, "b", flow.NewBatch().AddFlows(flow.Flow{Table: "a.val", Priority: 3}), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	before := sw.count()
+	a.RemoveOwner(ctx, "b")
+	want := []string{
+		"DEL cookie=0x2000000000000, table=255, priority=0 actions=drop",       // everything with b's prefix
+		"DEL table=200, priority=0 actions=drop",                               // and everything left in b's table
+		"DEL_STRICT cookie=0x1000100000000, table=30, priority=0 actions=drop", // a.val is now last: no miss flow
+	}
+	if diff := cmp.Diff(want, sw.textsSince(before)); diff != "" {
+		t.Errorf("unload bundles (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"p1"}, db.deleted); diff != "" {
+		t.Errorf("deleted ports (-want +got):\n%s", diff)
+	}
+	if _, ok := a.arb.Plugin("b"); ok || len(a.Flows("b")) != 0 {
+		t.Errorf("b still registered or holding flows")
+	}
+	// a's miss flow pointed at b.out (the next table); with b gone a.val is
+	// the last table of the pipeline, so its miss flow is removed (a miss drops).
+	if diff := cmp.Diff([]string(nil), a.Flows("a")); diff != "" {
+		t.Errorf("a's flows after b left (-want +got):\n%s", diff)
+	}
+}
