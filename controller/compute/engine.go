@@ -58,6 +58,7 @@ type Engine struct {
 	ngroups     map[string]*groupDef // Groups by namespace/name
 	dependents  map[string]map[int32]struct{}
 	dirty       map[string]struct{}
+	dirtyGroups map[GroupRef]struct{}
 }
 
 type namespace struct {
@@ -104,6 +105,7 @@ func New(log *slog.Logger) *Engine {
 		ngroups:     map[string]*groupDef{},
 		dependents:  map[string]map[int32]struct{}{},
 		dirty:       map[string]struct{}{},
+		dirtyGroups: map[GroupRef]struct{}{},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -59,7 +60,7 @@ func (e *Engine) UpsertClusterGroup(name string, spec crdv1.GroupSpec) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.cgroups[name] = &groupDef{spec: spec}
-	e.recompute(cgDep(name))
+	e.groupChanged("", name)
 }
 
 // DeleteClusterGroup removes a ClusterGroup; its users become invalid.
@@ -67,7 +68,7 @@ func (e *Engine) DeleteClusterGroup(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.cgroups, name)
-	e.recompute(cgDep(name))
+	e.groupChanged("", name)
 }
 
 // UpsertGroup declares a namespaced Group and recomputes its users.
@@ -75,7 +76,7 @@ func (e *Engine) UpsertGroup(namespace, name string, spec crdv1.GroupSpec) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.ngroups[namespace+"/"+name] = &groupDef{namespace: namespace, spec: spec}
-	e.recompute(ngDep(namespace, name))
+	e.groupChanged(namespace, name)
 }
 
 // DeleteGroup removes a namespaced Group; its users become invalid.
@@ -83,7 +84,58 @@ func (e *Engine) DeleteGroup(namespace, name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.ngroups, namespace+"/"+name)
-	e.recompute(ngDep(namespace, name))
+	e.groupChanged(namespace, name)
+}
+
+// groupChanged recomputes the users of a group and marks it, and the groups
+// naming it as a child, for the status writer.
+func (e *Engine) groupChanged(namespace, name string) {
+	dep, defs := cgDep(name), e.cgroups
+	if namespace != "" {
+		dep, defs = ngDep(namespace, name), e.ngroups
+	}
+	e.recompute(dep)
+	e.dirtyGroups[GroupRef{namespace, name}] = struct{}{}
+	for key, def := range defs {
+		if def.namespace == namespace && slices.Contains(def.spec.ChildGroups, name) {
+			_, parent, _ := strings.Cut(key, "/")
+			if namespace == "" {
+				parent = key
+			}
+			e.dirtyGroups[GroupRef{namespace, parent}] = struct{}{}
+		}
+	}
+}
+
+// GroupRef names a ClusterGroup (Namespace "") or a Group.
+type GroupRef struct{ Namespace, Name string }
+
+// DrainDirtyGroups returns the groups whose validity may have changed since
+// the last call.
+func (e *Engine) DrainDirtyGroups() []GroupRef {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := slices.Collect(maps.Keys(e.dirtyGroups))
+	clear(e.dirtyGroups)
+	return out
+}
+
+// GroupError says why a declared group cannot be used (bad CIDR, unknown or
+// nested child groups, bad selector); nil when it is fine. exists is false
+// for groups that are not declared.
+func (e *Engine) GroupError(ref GroupRef) (exists bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ref.Namespace == "" {
+		_, exists = e.cgroups[ref.Name]
+	} else {
+		_, exists = e.ngroups[ref.Namespace+"/"+ref.Name]
+	}
+	if !exists {
+		return false, nil
+	}
+	_, _, err = e.resolveGroup(&nativeSource{namespace: ref.Namespace}, ref.Name, map[string]struct{}{})
+	return true, err
 }
 
 // UpsertClusterNetworkPolicy computes a native ClusterNetworkPolicy. An

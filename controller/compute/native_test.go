@@ -3,6 +3,8 @@ package compute
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -193,5 +195,41 @@ func TestRuleLevelAppliedToSpan(t *testing.T) {
 	}
 	if info, _ := e.Policy("cnp:split"); !cmp.Equal(info.Nodes, []string{"n1", "n2"}) {
 		t.Errorf("span %v, want n1 n2", info.Nodes)
+	}
+}
+
+func TestGroupValidity(t *testing.T) {
+	e, _ := newTestEngine()
+	e.UpsertClusterGroup("parent", crdv1.GroupSpec{ChildGroups: []string{"child"}})
+	e.UpsertGroup("a", "blocks", crdv1.GroupSpec{IPBlocks: []crdv1.IPBlock{{CIDR: "10.0.0.0/99"}}})
+	tests := []struct {
+		ref     GroupRef
+		exists  bool
+		wantErr error
+	}{
+		{GroupRef{"", "parent"}, true, ErrUnknownGroup},
+		{GroupRef{"a", "blocks"}, true, ErrInvalidCIDR},
+		{GroupRef{"", "none"}, false, nil},
+	}
+	for _, tc := range tests {
+		exists, err := e.GroupError(tc.ref)
+		if exists != tc.exists || !errors.Is(err, tc.wantErr) {
+			t.Errorf("%v: exists %v err %v; want %v %v", tc.ref, exists, err, tc.exists, tc.wantErr)
+		}
+	}
+	e.DrainDirtyGroups()
+	// The child appearing fixes the parent, which is marked for a status update.
+	e.UpsertClusterGroup("child", crdv1.GroupSpec{PodSelector: sel("app", "x")})
+	if _, err := e.GroupError(GroupRef{"", "parent"}); err != nil {
+		t.Errorf("parent after child appeared: %v", err)
+	}
+	got := e.DrainDirtyGroups()
+	slices.SortFunc(got, func(a, b GroupRef) int { return strings.Compare(a.Name, b.Name) })
+	if diff := cmp.Diff([]GroupRef{{"", "child"}, {"", "parent"}}, got); diff != "" {
+		t.Errorf("dirty groups (-want +got):\n%s", diff)
+	}
+	e.UpsertClusterGroup("child", crdv1.GroupSpec{ChildGroups: []string{"x"}})
+	if _, err := e.GroupError(GroupRef{"", "parent"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nested children: %v, want ErrInvalid", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
+	"switchyard.dev/switchyard/controller/compute"
 )
 
 // ConditionValid is the condition type saying whether a native policy could
@@ -31,10 +32,13 @@ type statusWriter struct {
 	mu      sync.Mutex
 	pending map[string]struct{}
 	kick    chan struct{}
+	// pendingGroups is only touched by run.
+	pendingGroups map[compute.GroupRef]struct{}
 }
 
 func newStatusWriter(c *Controller) *statusWriter {
-	return &statusWriter{c: c, interval: 200 * time.Millisecond, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+	return &statusWriter{c: c, interval: 200 * time.Millisecond, pending: map[string]struct{}{}, kick: make(chan struct{}, 1),
+		pendingGroups: map[compute.GroupRef]struct{}{}}
 }
 
 // RealizationChanged is the distribute.Realization callback.
@@ -68,6 +72,17 @@ func (w *statusWriter) run(ctx context.Context) {
 		todo := w.pending
 		w.pending = map[string]struct{}{}
 		w.mu.Unlock()
+		for _, ref := range w.c.engine.DrainDirtyGroups() {
+			w.pendingGroups[ref] = struct{}{}
+		}
+		groups := w.pendingGroups
+		w.pendingGroups = map[compute.GroupRef]struct{}{}
+		for ref := range groups {
+			if err := w.writeGroup(ctx, ref); err != nil {
+				w.c.log.Warn("writing group status failed; will retry", "namespace", ref.Namespace, "group", ref.Name, "err", err)
+				w.pendingGroups[ref] = struct{}{}
+			}
+		}
 		for uid := range todo {
 			if strings.HasPrefix(uid, "k8s:") {
 				continue
@@ -161,4 +176,43 @@ func equalStatus(a, b *crdv1.PolicyStatus) bool {
 		}
 	}
 	return true
+}
+
+// writeGroup sets the Valid condition of a ClusterGroup or Group.
+func (w *statusWriter) writeGroup(ctx context.Context, ref compute.GroupRef) error {
+	exists, gerr := w.c.engine.GroupError(ref)
+	if !exists {
+		return nil
+	}
+	k, gvr := kClusterGroup, crdv1.ClusterGroupsResource
+	if ref.Namespace != "" {
+		k, gvr = kGroup, crdv1.GroupsResource
+	}
+	obj, exists, err := w.c.get(key{k, ref.Namespace, ref.Name})
+	if err != nil || !exists {
+		return err
+	}
+	u := obj.(*unstructured.Unstructured).DeepCopy()
+	var st crdv1.GroupStatus
+	if raw, ok := u.Object["status"].(map[string]any); ok {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st)
+	}
+	cond := metav1.Condition{Type: ConditionValid, ObservedGeneration: u.GetGeneration(), Status: metav1.ConditionTrue, Reason: "Resolved", Message: "the group resolves"}
+	if gerr != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Invalid", gerr.Error()
+	}
+	if old := meta.FindStatusCondition(st.Conditions, ConditionValid); old != nil && old.Status == cond.Status && old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		return err
+	}
+	u.Object["status"] = raw
+	_, err = w.c.dyn.Resource(gvr).Namespace(ref.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

@@ -490,5 +490,30 @@ func TestController(t *testing.T) {
 			return fmt.Errorf("status %+v", st)
 		})
 		must(t, "bad-tier status", err)
+
+		broken := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"ipBlocks": []any{map[string]any{"cidr": "192.0.2.0/24", "except": []any{"10.0.0.0/8"}}}}}}
+		broken.SetAPIVersion(crdv1.SchemeGroupVersion.String())
+		broken.SetKind("ClusterGroup")
+		broken.SetName("broken")
+		_, err = dyn.Resource(crdv1.ClusterGroupsResource).Create(ctx, broken, metav1.CreateOptions{})
+		must(t, "creating ClusterGroup broken", err)
+		for name, wantStatus := range map[string]metav1.ConditionStatus{"clients": metav1.ConditionTrue, "broken": metav1.ConditionFalse} {
+			err = testenv.Eventually("Valid="+string(wantStatus)+" on ClusterGroup "+name, 30*time.Second, 50*time.Millisecond, func() error {
+				u, err := dyn.Resource(crdv1.ClusterGroupsResource).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+				for _, c := range conds {
+					m := c.(map[string]any)
+					if m["type"] == "Valid" && m["status"] == string(wantStatus) && (wantStatus == metav1.ConditionTrue || strings.Contains(m["message"].(string), "is not inside")) {
+						return nil
+					}
+				}
+				return fmt.Errorf("conditions %v", conds)
+			})
+			must(t, "group status", err)
+		}
 	})
 }
