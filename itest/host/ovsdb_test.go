@@ -1,0 +1,130 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/itest/ovs"
+	"switchyard.dev/switchyard/itest/testenv"
+)
+
+// TestOVSDBClient checks the host's OVSDB client against a real
+// ovsdb-server and ovs-vswitchd, with ovs-vsctl as the witness.
+func TestOVSDBClient(t *testing.T) {
+	sw := ovs.Start(t, ovs.Options{Name: "db"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := ovsdb.Dial(ctx, sw.DBSock, "br-int", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	t.Run("bridge is created with datapath type, secure fail mode and OpenFlow15", func(t *testing.T) {
+		if err := c.EnsureBridge(ctx, "netdev"); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.TrimSpace(sw.Vsctl(t, "--columns=datapath_type,fail_mode,protocols", "--format=csv", "--no-headings", "list", "bridge", "br-int"))
+		if got != `netdev,secure,[OpenFlow15]` {
+			t.Errorf("bridge columns = %s", got)
+		}
+		sw.AddBridgeWait(t, "br-int")
+	})
+
+	t.Run("drifted bridge settings are fixed", func(t *testing.T) {
+		sw.Vsctl(t, "set", "bridge", "br-int", "fail_mode=standalone", "protocols=OpenFlow13")
+		if err := testenv.Eventually("client cache sees the drift", 5*time.Second, 20*time.Millisecond, func() error {
+			if err := c.EnsureBridge(ctx, "netdev"); err != nil {
+				return err
+			}
+			if got := strings.TrimSpace(sw.Vsctl(t, "get", "bridge", "br-int", "fail_mode")); got != "secure" {
+				return errors.New("fail_mode " + got)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("port with external_ids and requested ofport", func(t *testing.T) {
+		if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "p0", Type: "internal", OFPort: 42, Owner: "alpha", ExternalIDs: map[string]string{"pod": "ns/a"}}); err != nil {
+			t.Fatal(err)
+		}
+		ofport, err := c.WaitOFPort(ctx, "p0")
+		if err != nil || ofport != 42 {
+			t.Fatalf("WaitOFPort = %d, %v; want 42", ofport, err)
+		}
+		ext := sw.Vsctl(t, "get", "interface", "p0", "external_ids")
+		if !strings.Contains(ext, `pod="ns/a"`) || !strings.Contains(ext, `switchyard-owner=alpha`) {
+			t.Errorf("external_ids = %s", ext)
+		}
+		if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "p0", Type: "internal", Owner: "alpha"}); err != nil {
+			t.Errorf("re-creating own port: %v", err)
+		}
+		if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "p0", Type: "internal", Owner: "beta"}); err == nil || !strings.Contains(err.Error(), `belongs to "alpha"`) {
+			t.Errorf("another owner's port: err = %v", err)
+		}
+		ps, err := c.Ports(ctx, "alpha")
+		if err != nil || len(ps) != 1 || ps[0].Name != "p0" || ps[0].OFPort != 42 {
+			t.Errorf("Ports(alpha) = %+v, %v", ps, err)
+		}
+	})
+
+	t.Run("a port vswitchd cannot open reports its error", func(t *testing.T) {
+		if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "nosuchdev0", Owner: "alpha"}); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := c.WaitOFPort(wctx, "nosuchdev0"); err == nil || !strings.Contains(err.Error(), "could not add it") {
+			t.Errorf("WaitOFPort on a missing device: %v", err)
+		}
+		if err := c.DeletePort(ctx, "nosuchdev0"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("delete port", func(t *testing.T) {
+		if err := c.DeletePort(ctx, "p0"); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := sw.OfctlE("show", "br-int"); strings.Contains(out, "(p0)") {
+			t.Errorf("p0 still on the bridge:\n%s", out)
+		}
+		if err := c.DeletePort(ctx, "p0"); err != nil {
+			t.Errorf("deleting a missing port: %v", err)
+		}
+	})
+
+	t.Run("flow-restore-wait", func(t *testing.T) {
+		if err := c.SetFlowRestoreWait(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(sw.Vsctl(t, "get", "open_vswitch", ".", "other_config:flow-restore-wait")); got != `"true"` {
+			t.Errorf("flow-restore-wait = %s", got)
+		}
+		if err := testenv.Eventually("client sees flow-restore-wait", 5*time.Second, 20*time.Millisecond, func() error {
+			if on, err := c.FlowRestoreWait(ctx); err != nil || !on {
+				return errors.New("not set yet")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetFlowRestoreWait(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := sw.OfctlE("show", "br-int"); out == "" {
+			t.Errorf("bridge unusable after clearing flow-restore-wait")
+		}
+		if got := sw.Vsctl(t, "get", "open_vswitch", ".", "other_config"); strings.Contains(got, "flow-restore-wait") {
+			t.Errorf("flow-restore-wait not cleared: %s", got)
+		}
+	})
+}
