@@ -53,6 +53,7 @@ var (
 	_ Message = (*MultipartUnknown)(nil)
 	_ Message = (*PacketIn)(nil)
 	_ Message = (*PacketOut)(nil)
+	_ Message = (*Resume)(nil)
 	_ Message = (*PortStatus)(nil)
 	_ Message = (*RoleRequest)(nil)
 	_ Message = (*RoleReply)(nil)

@@ -1,6 +1,7 @@
 package openflow
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -62,6 +63,10 @@ var goldenMessages = []struct {
 	{"meter stats reply", &MeterStatsReply{Meters: []MeterStats{{MeterID: 3, FlowCount: 1, PacketInCount: 10, ByteInCount: 1000, DurationSec: 5, Bands: []MeterBandStats{{PacketCount: 2, ByteCount: 200}}}}}, "OFPST_METER reply (OF1.5) (xid=0x11):\nmeter:3 flow_count:1 packet_in_count:10 byte_in_count:1000 duration:5s bands:\n0: packet_count:2 byte_count:200"},
 	{"packet in", &PacketIn{BufferID: 0xffffffff, TotalLen: 4, Reason: ReasonAction, Table: 3, Cookie: 0x5, Match: Match{InPort(2), Reg(0, 5, 0xffffffff)}, Data: []byte{1, 2, 3, 4}}, "OFPT_PACKET_IN (OF1.5) (xid=0x11): table_id=3 cookie=0x5 total_len=4 reg0=0x5,in_port=2 (via action) data_len=4 (unbuffered)\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
 	{"packet in2", &PacketIn{NX2: true, BufferID: 0xffffffff, TotalLen: 4, Reason: ReasonNoMatch, Table: 3, Cookie: 0x5, Match: Match{InPort(2), Reg(0, 5, 0xffffffff)}, Data: []byte{1, 2, 3, 4}, Userdata: []byte{9, 8}}, "NXT_PACKET_IN2 (OF1.5) (xid=0x11): table_id=3 cookie=0x5 total_len=4 reg0=0x5,in_port=2 (via no_match) data_len=4 (unbuffered)\n userdata=09.08\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
+	// The continuation was captured from ovs-vswitchd 3.1 (controller(pause)).
+	{"resume", &Resume{PacketIn{NX2: true, BufferID: 0xffffffff, TotalLen: 4, Reason: ReasonAction, Table: 0, Match: Match{InPort(PortLocal)}, Data: []byte{1, 2, 3, 4},
+		Continuation: mustHex("0000000080000014867057967a4d7eca81901e895dc913aa000000008006002800000000ffff0020000023200025000000000000000100080003000000030005020000008008000800000001")}},
+		"NXT_RESUME (OF1.5) (xid=0x11): cookie=0x0 total_len=4 in_port=LOCAL (via action) data_len=4 (unbuffered)\n continuation.bridge=96577086-ca7e-4d7a-891e-9081aa13c95d\n continuation.actions=unroll_xlate(table=0, cookie=0),controller(id=3,userdata=02)\n continuation.odp_port=1\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
 	{"packet out", &PacketOut{InPort: PortController, Actions: []Action{Output{Port: 2}}, Data: []byte{1, 2, 3, 4}}, "OFPT_PACKET_OUT (OF1.5) (xid=0x11): in_port=CONTROLLER actions=output:2 data_len=4\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
 	{"port status", &PortStatus{Reason: 0, Port: Port{PortNo: 3, HWAddr: mac("00:11:22:33:44:55"), Name: "p3", State: 1}}, "OFPT_PORT_STATUS (OF1.5) (xid=0x11): ADD: 3(p3): addr:00:11:22:33:44:55\n     config:     0\n     state:      LINK_DOWN\n     speed: 0 Mbps now, 0 Mbps max"},
 	{"set controller id", &SetControllerID{ID: 7}, "NXT_SET_CONTROLLER_ID (OF1.5) (xid=0x11): id=7"},
@@ -69,6 +74,14 @@ var goldenMessages = []struct {
 	{"role request", &RoleRequest{Role: RoleMaster, GenerationID: 3}, "OFPT_ROLE_REQUEST (OF1.5) (xid=0x11): role=primary generation_id=3"},
 	{"role reply", &RoleReply{RoleRequest{Role: RoleEqual}}, "OFPT_ROLE_REPLY (OF1.5) (xid=0x11): role=equal generation_id=0"},
 	{"set async", &SetAsync{Props: []AsyncProp{{Type: AsyncPacketInMaster, Mask: 1<<0 | 1<<1}, {Type: AsyncPortStatusMaster, Mask: 7}}}, "OFPT_SET_ASYNC (OF1.5) (xid=0x11):\n primary:\n       PACKET_IN: no_match action\n     PORT_STATUS: add delete modify\n    FLOW_REMOVED: (off)\n     ROLE_STATUS: (off)\n    TABLE_STATUS: (off)\n  REQUESTFORWARD: (off)\n\n secondary:\n       PACKET_IN: (off)\n     PORT_STATUS: (off)\n    FLOW_REMOVED: (off)\n     ROLE_STATUS: (off)\n    TABLE_STATUS: (off)\n  REQUESTFORWARD: (off)"},
+}
+
+func mustHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func mustMarshal(xid uint32, m Message) []byte {

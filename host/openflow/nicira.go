@@ -4,6 +4,7 @@ package openflow
 const (
 	nxtSetPacketInFormat uint32 = 16
 	nxtSetControllerID   uint32 = 20
+	nxtResume            uint32 = 28
 	nxtPacketIn2         uint32 = 30
 )
 
@@ -65,6 +66,12 @@ func decodeExperimenter(r *reader) (Message, error) {
 			return &SetPacketInFormat{Format: r.u32()}, r.err
 		case nxtPacketIn2:
 			return decodePacketIn2(r)
+		case nxtResume:
+			pi, err := decodePacketIn2(r)
+			if err != nil {
+				return nil, err
+			}
+			return &Resume{*pi}, nil
 		}
 	}
 	return &Experimenter{Experimenter: exp, ExpType: sub, Data: cloneBytes(r.rest())}, nil

@@ -40,7 +40,11 @@ func (m *PacketIn) appendBody(b []byte) ([]byte, error) {
 		b = zeros(b, 2)
 		return append(b, m.Data...), nil
 	}
-	b = beginNXT(b, nxtPacketIn2)
+	return appendPacketIn2Props(beginNXT(b, nxtPacketIn2), m), nil
+}
+
+// appendPacketIn2Props appends the NXT_PACKET_IN2 / NXT_RESUME properties.
+func appendPacketIn2Props(b []byte, m *PacketIn) []byte {
 	var tmp [8]byte
 	b = appendProp(b, 0, m.Data)
 	if m.TotalLen != 0 {
@@ -74,7 +78,20 @@ func (m *PacketIn) appendBody(b []byte) ([]byte, error) {
 	if len(m.Continuation) > 0 {
 		b = appendProp(b, 8, m.Continuation)
 	}
-	return b, nil
+	return b
+}
+
+// Resume continues the pipeline of a packet that a controller(pause)
+// action sent to us (NXT_RESUME). Send back the PacketIn as received,
+// with Data possibly modified; OVS needs its Continuation and Match.
+type Resume struct{ PacketIn }
+
+func (m *Resume) msgType() uint8 { return typeExperimenter }
+func (m *Resume) appendBody(b []byte) ([]byte, error) {
+	if len(m.Continuation) == 0 {
+		return b, encodeError("resume", "packet-in has no continuation: only controller(pause) packet-ins can be resumed")
+	}
+	return appendPacketIn2Props(beginNXT(b, nxtResume), &m.PacketIn), nil
 }
 
 func decodePacketIn(r *reader) (*PacketIn, error) {

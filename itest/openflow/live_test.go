@@ -339,6 +339,30 @@ func TestPacketInAndOut(t *testing.T) {
 		t.Errorf("packet-in metadata (-want +got):\n%s", diff)
 	}
 
+	// controller(pause) hands us a continuation; resuming it runs the rest
+	// of the actions, here a second controller action with other userdata.
+	pause := of.FlowMod{Command: of.FlowAdd, Flow: of.Flow{Table: 0, Priority: 10, Match: of.Match{of.EthType(0x88b6)},
+		Instructions: []of.Instruction{of.Apply(of.Controller{Reason: of.ReasonAction, ID: 3, Userdata: []byte{1}, Pause: true}, of.Controller{Reason: of.ReasonAction, ID: 3, Userdata: []byte{2}})}}}
+	if err := c.BundleFlows(ctx, []of.FlowMod{pause}, true); err != nil {
+		t.Fatalf("install pause flow: %v", err)
+	}
+	pkt2 := append(append([]byte(nil), pkt[:12]...), append([]byte{0x88, 0xb6}, pkt[14:]...)...)
+	if _, err := c.Request(ctx, &of.PacketOut{InPort: of.PortLocal, Actions: []of.Action{of.Output{Port: of.PortTable}}, Data: pkt2}); err != nil {
+		t.Fatalf("packet out: %v", err)
+	}
+	paused := waitEvent(t, c, of.EventPacketIn, 10*time.Second).PacketIn
+	if len(paused.Continuation) == 0 || !cmp.Equal(paused.Userdata, []byte{1}) {
+		t.Fatalf("paused packet-in: userdata %x continuation %d bytes, want userdata 01 and a continuation", paused.Userdata, len(paused.Continuation))
+	}
+	t.Logf("continuation: %x", paused.Continuation)
+	if _, err := c.Request(ctx, &of.Resume{PacketIn: *paused}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	resumed := waitEvent(t, c, of.EventPacketIn, 10*time.Second).PacketIn
+	if !cmp.Equal(resumed.Userdata, []byte{2}) || len(resumed.Continuation) != 0 {
+		t.Fatalf("after resume: userdata %x continuation %d bytes, want userdata 02 and no continuation", resumed.Userdata, len(resumed.Continuation))
+	}
+
 	// Adding a port is reported as PORT_STATUS.
 	sw.Vsctl(t, "add-port", "br-int", "p1", "--", "set", "interface", "p1", "type=internal", "ofport_request=7")
 	ev = waitEvent(t, c, of.EventPortStatus, 10*time.Second)
