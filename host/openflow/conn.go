@@ -215,8 +215,9 @@ func (c *Conn) supervise(s *session) {
 		case <-s.dead:
 		case <-c.stop:
 			s.close(ErrClosed)
-			return
 		}
+		// The reader may still be emitting; Events must outlive it.
+		<-s.readDone
 		c.mu.Lock()
 		c.cur = nil
 		c.ready = make(chan struct{})
@@ -224,6 +225,11 @@ func (c *Conn) supervise(s *session) {
 		c.mu.Unlock()
 		if closed {
 			return
+		}
+		select {
+		case <-c.stop:
+			return
+		default:
 		}
 		c.log.Warn("switch connection lost", "err", s.err)
 		c.emit(Event{Kind: EventDisconnected, DatapathID: s.features.DatapathID, Err: s.err})
@@ -262,8 +268,9 @@ type session struct {
 	pending map[uint32]*pending
 	bundles []*bundleState
 
-	lastRx atomic.Int64
-	dead   chan struct{}
+	lastRx   atomic.Int64
+	dead     chan struct{}
+	readDone chan struct{} // closed when readLoop returns; it may emit until then
 	once   sync.Once
 	err    error
 }
@@ -288,7 +295,7 @@ func (c *Conn) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to switch %s: %w", c.addr, err)
 	}
-	s := &session{c: c, nc: nc, w: bufio.NewWriterSize(nc, 256<<10), pending: map[uint32]*pending{}, dead: make(chan struct{})}
+	s := &session{c: c, nc: nc, w: bufio.NewWriterSize(nc, 256<<10), pending: map[uint32]*pending{}, dead: make(chan struct{}), readDone: make(chan struct{})}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
@@ -305,6 +312,7 @@ func (c *Conn) connect(ctx context.Context) (*session, error) {
 	// so switch errors are reported.
 	if err := s.configure(ctx); err != nil {
 		s.close(err)
+		<-s.readDone
 		return nil, fmt.Errorf("configuring switch connection %s: %w", c.addr, err)
 	}
 	return s, nil
@@ -428,6 +436,7 @@ func (s *session) keepalive() {
 }
 
 func (s *session) readLoop(r *bufio.Reader) {
+	defer close(s.readDone)
 	for {
 		raw, err := readRaw(r)
 		if err != nil {
@@ -615,6 +624,8 @@ func (c *Conn) session(ctx context.Context) (*session, error) {
 		}
 		select {
 		case <-ready:
+		case <-c.stop:
+			return nil, ErrClosed
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for switch connection to %s: %w", c.addr, ctx.Err())
 		}
