@@ -271,8 +271,8 @@ type session struct {
 	lastRx   atomic.Int64
 	dead     chan struct{}
 	readDone chan struct{} // closed when readLoop returns; it may emit until then
-	once   sync.Once
-	err    error
+	once     sync.Once
+	err      error
 }
 
 type pending struct {
