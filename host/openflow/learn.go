@@ -142,7 +142,7 @@ func (a Learn) appendText(b []byte) []byte {
 				b = appendFieldValue(b, &mf, true)
 			} else {
 				b = append(sp.Dst.appendText(b), '=')
-				b = appendImmHex(b, sp.Imm, sp.Dst.nbits())
+				b = appendImmHex(b, sp.Imm)
 			}
 		case sp.Kind == LearnMatch:
 			b = sp.Dst.appendText(b)
@@ -150,7 +150,7 @@ func (a Learn) appendText(b []byte) []byte {
 				b = sp.Src.appendText(append(b, '='))
 			}
 		case sp.Kind == LearnLoad && imm:
-			b = appendImmHex(append(b, "load:"...), sp.Imm, sp.Dst.nbits())
+			b = appendImmHex(append(b, "load:"...), sp.Imm)
 			b = sp.Dst.appendText(append(b, "->"...))
 		case sp.Kind == LearnLoad:
 			b = sp.Src.appendText(append(b, "load:"...))
@@ -162,14 +162,9 @@ func (a Learn) appendText(b []byte) []byte {
 	return append(b, ')')
 }
 
-// appendImmHex prints like OVS ds_put_hex over the immediate's bytes.
-func appendImmHex(b []byte, v uint64, nbits uint16) []byte {
-	if v == 0 {
-		return append(b, '0')
-	}
-	_ = nbits
-	return appendHex(b, v)
-}
+// appendImmHex prints an immediate as OVS's ds_put_hex does: hex with
+// leading zero bytes dropped, "0" for zero.
+func appendImmHex(b []byte, v uint64) []byte { return appendAltHex(b, v) }
 
 func (a Learn) String() string { return string(a.appendText(nil)) }
 

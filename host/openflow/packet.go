@@ -56,7 +56,7 @@ func appendPacketIn2Props(b []byte, m *PacketIn) []byte {
 		b = appendProp(b, 2, tmp[:4])
 	}
 	b = appendProp(b, 3, []byte{m.Table})
-	putBE(tmp[:4], 0)
+	// Cookie: a 64-bit property is padded to 8-byte alignment of its value.
 	b = put16(b, 4)
 	b = put16(b, 16)
 	b = zeros(b, 4)
