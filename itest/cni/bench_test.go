@@ -23,87 +23,138 @@ const benchPods = 100
 
 // BenchmarkCNI measures sequential ADD and DEL of 100 pods through
 // switchyard (thin binary → agent → podnet) and through the reference
-// bridge + host-local plugins of containernetworking/plugins, on the same
-// machine in the same run. Run with -benchtime=1x -count=N and compare the
-// medians of the reported metrics.
+// bridge + host-local plugins of containernetworking/plugins v1.10.0, on
+// the same machine in the same run. The two are interleaved pod by pod
+// (alternating which goes first), so a noisy neighbour slows both alike,
+// and the ratios are reported next to the absolute figures. Run with
+// -benchtime=1x -count=N and take the medians.
 func BenchmarkCNI(b *testing.B) {
 	testenv.RequireRoot(b)
-	b.Run("bridge", func(b *testing.B) {
-		ref, err := upstream.EnsureCNIPlugins(b.Logf)
-		if err != nil {
-			b.Fatal(err)
-		}
-		node := netns.Create(b, testenv.Name("bbn"))
-		dir := testenv.Dir(b, "bb")
-		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench","plugins":[{"type":"bridge","bridge":"syb0","isGateway":true,
-			"ipam":{"type":"host-local","subnet":"10.99.0.0/16","dataDir":%q}}]}`, filepath.Join(dir, "ipam"))
-		list, err := libcni.NetworkConfFromBytes([]byte(conf))
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg := libcni.NewCNIConfigWithCacheDir([]string{ref}, filepath.Join(dir, "cache"), nil)
-		benchRounds(b, node, list, cfg, nil)
-	})
-	b.Run("switchyard", func(b *testing.B) {
-		needBins(b)
-		c := cluster.Start(b, cluster.Options{Nodes: 1, StartAgent: startAgent})
-		n := c.Nodes[0]
-		list, err := loadList(n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg := libcni.NewCNIConfigWithCacheDir([]string{n.CNIBinDir}, filepath.Join(n.Dir, "bench-cache"), nil)
-		benchRounds(b, n.NetNS, list, cfg, func() (float64, float64) { return agentRSSMB(b, n) })
-	})
-}
+	needBins(b)
+	ref, err := upstream.EnsureCNIPlugins(b.Logf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Reference: a Linux bridge in its own node namespace.
+	brNode := netns.Create(b, testenv.Name("bbn"))
+	dir := testenv.Dir(b, "bb")
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench","plugins":[{"type":"bridge","bridge":"syb0","isGateway":true,
+		"ipam":{"type":"host-local","subnet":"10.99.0.0/16","dataDir":%q}}]}`, filepath.Join(dir, "ipam"))
+	brList, err := libcni.NetworkConfFromBytes([]byte(conf))
+	if err != nil {
+		b.Fatal(err)
+	}
+	bridge := &benchEnv{name: "bridge", node: brNode, list: brList,
+		cfg: libcni.NewCNIConfigWithCacheDir([]string{ref}, filepath.Join(dir, "cache"), nil)}
 
-func benchRounds(b *testing.B, node string, list *libcni.NetworkConfigList, cfg *libcni.CNIConfig, rss func() (float64, float64)) {
-	pods := make([]string, benchPods)
-	for i := range pods {
-		pods[i] = netns.Create(b, testenv.Name(fmt.Sprintf("bp%d", i)))
+	c := cluster.Start(b, cluster.Options{Nodes: 1, StartAgent: startAgent})
+	n := c.Nodes[0]
+	syList, err := loadList(n)
+	if err != nil {
+		b.Fatal(err)
 	}
-	rt := func(i int) *libcni.RuntimeConf {
-		return &libcni.RuntimeConf{ContainerID: fmt.Sprintf("bench-%s-%d", testenv.RunID(), i), NetNS: netns.Path(pods[i]), IfName: "eth0",
-			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "bench"}, {"K8S_POD_NAME", fmt.Sprintf("p%d", i)}}}
+	sy := &benchEnv{name: "sy", node: n.NetNS, list: syList,
+		cfg: libcni.NewCNIConfigWithCacheDir([]string{n.CNIBinDir}, filepath.Join(n.Dir, "bench-cache"), nil)}
+	sy.diag = func() string {
+		vs, _ := os.ReadFile(filepath.Join(n.OVS.Dir, "ovs-vswitchd.log"))
+		return fmt.Sprintf("ovs-vswitchd log tail:\n%s\nagent log tail:\n%s", tail(string(vs), 30), agentOf(b, n).proc.Tail(30))
 	}
-	var adds, dels []time.Duration
+	for _, e := range []*benchEnv{bridge, sy} {
+		e.pods = make([]string, benchPods)
+		for i := range e.pods {
+			e.pods[i] = netns.Create(b, testenv.Name(fmt.Sprintf("%.2s%d", e.name, i)))
+		}
+	}
 	var agentMB, pluginsMB float64
 	b.ResetTimer()
 	for range b.N {
-		for i := range pods {
-			start := time.Now()
-			err := netns.Do(node, func() error {
-				_, err := cfg.AddNetworkList(context.Background(), list, rt(i))
-				return err
-			})
-			adds = append(adds, time.Since(start))
-			if err != nil {
-				b.Fatalf("ADD pod %d: %v", i, err)
+		for i := range benchPods {
+			for _, e := range order(i, bridge, sy) {
+				e.add(b, i)
 			}
 		}
-		if rss != nil {
-			agentMB, pluginsMB = rss()
-		}
-		for i := range pods {
-			start := time.Now()
-			err := netns.Do(node, func() error { return cfg.DelNetworkList(context.Background(), list, rt(i)) })
-			dels = append(dels, time.Since(start))
-			if err != nil {
-				b.Fatalf("DEL pod %d: %v", i, err)
+		agentMB, pluginsMB = agentRSSMB(b, n)
+		for i := range benchPods {
+			for _, e := range order(i, bridge, sy) {
+				e.del(b, i)
 			}
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(ms(pct(adds, 50)), "add-p50-ms")
-	b.ReportMetric(ms(pct(adds, 99)), "add-p99-ms")
-	b.ReportMetric(float64(len(adds))/sum(adds).Seconds(), "add-pods/s")
-	b.ReportMetric(ms(pct(dels, 50)), "del-p50-ms")
-	b.ReportMetric(ms(pct(dels, 99)), "del-p99-ms")
-	if rss != nil {
-		b.ReportMetric(agentMB, "agent-rss-MB")
-		b.ReportMetric(pluginsMB, "plugins-rss-MB")
+	for _, e := range []*benchEnv{bridge, sy} {
+		b.ReportMetric(ms(pct(e.adds, 50)), e.name+"-add-p50-ms")
+		b.ReportMetric(ms(pct(e.adds, 99)), e.name+"-add-p99-ms")
+		b.ReportMetric(float64(len(e.adds))/sum(e.adds).Seconds(), e.name+"-add-pods/s")
+		b.ReportMetric(ms(pct(e.dels, 50)), e.name+"-del-p50-ms")
+		b.ReportMetric(ms(pct(e.dels, 99)), e.name+"-del-p99-ms")
 	}
+	b.ReportMetric(float64(pct(sy.adds, 50))/float64(pct(bridge.adds, 50)), "add-p50-ratio")
+	b.ReportMetric(float64(pct(sy.dels, 50))/float64(pct(bridge.dels, 50)), "del-p50-ratio")
+	b.ReportMetric(agentMB, "agent-rss-MB")
+	b.ReportMetric(pluginsMB, "plugins-rss-MB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchEnv is one CNI network with its pod namespaces and measurements.
+type benchEnv struct {
+	name       string
+	node       string
+	list       *libcni.NetworkConfigList
+	cfg        *libcni.CNIConfig
+	pods       []string
+	adds, dels []time.Duration
+	diag       func() string // what to show when an operation fails
+}
+
+func (e *benchEnv) fail(b *testing.B, op string, i int, err error) {
+	msg := ""
+	if e.diag != nil {
+		msg = e.diag()
+	}
+	b.Fatalf("%s %s pod %d: %v\n%s", e.name, op, i, err, msg)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func order(i int, a, b *benchEnv) []*benchEnv {
+	if i%2 == 0 {
+		return []*benchEnv{a, b}
+	}
+	return []*benchEnv{b, a}
+}
+
+func (e *benchEnv) rt(i int) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{ContainerID: fmt.Sprintf("bench-%s-%s-%d", testenv.RunID(), e.name, i), NetNS: netns.Path(e.pods[i]), IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "bench"}, {"K8S_POD_NAME", fmt.Sprintf("p%d", i)}}}
+}
+
+// add and del run the plugin from the node's namespace, as the runtime on
+// that node would.
+func (e *benchEnv) add(b *testing.B, i int) {
+	start := time.Now()
+	err := netns.Do(e.node, func() error {
+		_, err := e.cfg.AddNetworkList(context.Background(), e.list, e.rt(i))
+		return err
+	})
+	e.adds = append(e.adds, time.Since(start))
+	if err != nil {
+		e.fail(b, "ADD", i, err)
+	}
+}
+
+func (e *benchEnv) del(b *testing.B, i int) {
+	start := time.Now()
+	err := netns.Do(e.node, func() error { return e.cfg.DelNetworkList(context.Background(), e.list, e.rt(i)) })
+	e.dels = append(e.dels, time.Since(start))
+	if err != nil {
+		e.fail(b, "DEL", i, err)
+	}
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
