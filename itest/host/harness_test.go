@@ -109,6 +109,9 @@ func newNode(t testing.TB) *node {
 	return n
 }
 
+// puntIP is an address alpha punts ICMP for (packet-in, then packet-out).
+const puntIP = "10.0.0.99"
+
 type pluginEntry struct {
 	name, path string
 	config     map[string]any
@@ -123,7 +126,7 @@ func (n *node) portsConfig() []map[string]any {
 }
 
 func (n *node) alpha() pluginEntry {
-	return pluginEntry{"alpha", bins.alpha, map[string]any{"ports": n.portsConfig()}}
+	return pluginEntry{"alpha", bins.alpha, map[string]any{"ports": n.portsConfig(), "punt": puntIP}}
 }
 
 func (n *node) beta(extra map[string]any) pluginEntry {

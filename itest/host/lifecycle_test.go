@@ -3,6 +3,8 @@ package host
 import (
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,6 +108,56 @@ func TestHostLifecycle(t *testing.T) {
 		}
 		if tx, rx, out := n.ping(1, 0, 5, "0.05"); tx != 5 || rx != 5 {
 			t.Fatalf("ping b->a: %d/%d\n%s", rx, tx, out)
+		}
+	})
+
+	t.Run("packet-in reaches the owning plugin, its packet-out leaves on the other port", func(t *testing.T) {
+		txRe := regexp.MustCompile(`tx pkts=(\d+)`)
+		txOf := func(port uint32) int {
+			m := txRe.FindStringSubmatch(n.sw.Ofctl(t, "dump-ports", "br-int", fmt.Sprint(port)))
+			if m == nil {
+				t.Fatalf("no tx counter for port %d", port)
+			}
+			v, _ := strconv.Atoi(m[1])
+			return v
+		}
+		if _, err := testenv.Run("ip", "-n", n.pods[0].ns, "neigh", "replace", puntIP, "lladdr", "02:00:00:00:00:99", "dev", "eth0"); err != nil {
+			t.Fatal(err)
+		}
+		before := txOf(n.pods[1].ofport)
+		_, _ = netnsPing(n.pods[0].ns, puntIP, 3)
+		if err := testenv.Eventually("alpha logged 3 packet-ins and re-injected them to pod b", 10*time.Second, 50*time.Millisecond, func() error {
+			log, err := os.ReadFile(n.agent.LogPath)
+			if err != nil {
+				return err
+			}
+			// The plugin's attributes arrive in any order.
+			c := 0
+			for _, l := range strings.Split(string(log), "\n") {
+				ok := strings.Contains(l, `"msg":"alpha packet-in"`)
+				for _, attr := range []string{`"plugin":"alpha"`, `"table":"alpha.classifier"`, `"table_id":0`, `"tag":7`, `"in_port":10`, `"userdata":"alpha-punt"`} {
+					ok = ok && strings.Contains(l, attr)
+				}
+				if ok {
+					c++
+				}
+			}
+			if c < 3 {
+				return fmt.Errorf("%d packet-in log lines", c)
+			}
+			if d := txOf(n.pods[1].ofport) - before; d < 3 {
+				return fmt.Errorf("port %d sent %d packets since, want >= 3 packet-outs", n.pods[1].ofport, d)
+			}
+			return nil
+		}); err != nil {
+			log, _ := os.ReadFile(n.agent.LogPath)
+			var lines []string
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.Contains(l, "packet") {
+					lines = append(lines, l)
+				}
+			}
+			t.Fatalf("%v\npacket log lines:\n%s\ntable 0:\n%s", err, strings.Join(lines, "\n"), n.sw.Ofctl(t, "dump-flows", "br-int", "table=0"))
 		}
 	})
 
@@ -282,4 +334,9 @@ func TestHostLifecycle(t *testing.T) {
 		}
 		n.waitPing("ping without beta", 0, 1)
 	})
+}
+
+// netnsPing pings addr from a namespace (replies are not expected).
+func netnsPing(ns, addr string, count int) (string, error) {
+	return testenv.Run("ip", "netns", "exec", ns, "ping", "-n", "-q", "-c", strconv.Itoa(count), "-i", "0.1", "-W", "1", addr)
 }

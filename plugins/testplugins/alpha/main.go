@@ -7,13 +7,20 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"sync"
 
 	"switchyard.dev/switchyard/plugins/testplugins/internal/tpconf"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
-type alpha struct{}
+// alpha keeps what its packet-in handler needs from Start.
+type alpha struct {
+	mu    sync.Mutex
+	host  sdk.Host
+	ports []tpconf.Port
+}
 
 const (
 	tClass = "alpha.classifier"
@@ -22,7 +29,7 @@ const (
 	tOut   = "alpha.output"
 )
 
-func (alpha) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+func (*alpha) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "alpha", "1.0.0"
 	r.Tables = []sdk.Table{
 		{Name: tClass, Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
@@ -33,7 +40,7 @@ func (alpha) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeR
 	return nil
 }
 
-func (alpha) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+func (a *alpha) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
 	cfg, err := tpconf.Parse(req.Config)
 	if err != nil {
 		return err
@@ -60,6 +67,17 @@ func (alpha) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRespon
 				Goto:    flow.NextTable()},
 		)
 	}
+	if cfg.Punt != "" {
+		punt, err := netip.ParseAddr(cfg.Punt)
+		if err != nil {
+			return fmt.Errorf("punt: %w", err)
+		}
+		b.AddFlows(flow.Flow{Table: tClass, Priority: 200, Match: flow.Match{}.ICMP().IPv4Dst(punt), Tag: 7,
+			Actions: []flow.Action{flow.Controller(0xffff, []byte("alpha-punt"))}})
+	}
+	a.mu.Lock()
+	a.host, a.ports = h, cfg.Ports
+	a.mu.Unlock()
 	b.AddFlows(flow.Flow{Table: tOut, Priority: 100, Match: flow.Match{}.Field(flow.FieldOutputReady, 1),
 		Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}})
 	if err := h.Apply(ctx, b); err != nil {
@@ -69,4 +87,22 @@ func (alpha) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRespon
 	return h.Synced(ctx)
 }
 
-func main() { sdk.Serve(alpha{}) }
+// PacketIn re-injects a punted packet towards the other port, rewritten to
+// that pod's MAC and IP (OVS fixes the checksums).
+func (a *alpha) PacketIn(ctx context.Context, req sdk.PacketInRequest, _ *sdk.PacketInResponse) error {
+	a.mu.Lock()
+	h, ports := a.host, a.ports
+	a.mu.Unlock()
+	h.Logger().Info("alpha packet-in", "table", req.Table, "table_id", req.TableID, "tag", req.Tag, "in_port", req.InPort,
+		"userdata", string(req.Userdata), "bytes", len(req.Data))
+	for _, p := range ports {
+		if p.OFPort == req.InPort {
+			continue
+		}
+		return h.PacketOut(ctx, sdk.PacketOut{InPort: req.InPort, Data: req.Data, Actions: []flow.Action{
+			flow.SetEthDst(p.HW()), flow.SetIPv4Dst(p.Addr()), flow.Output(p.OFPort)}})
+	}
+	return nil
+}
+
+func main() { sdk.Serve(&alpha{}) }

@@ -29,6 +29,9 @@ type Config struct {
 	Flows int `json:"flows"`
 	// Batch is the filler batch size.
 	Batch int `json:"batch"`
+	// Punt, if set, is an IP whose ICMP packets alpha sends to itself
+	// (packet-in) and re-injects towards the other port (packet-out).
+	Punt string `json:"punt"`
 }
 
 // Parse decodes and checks a config section.
