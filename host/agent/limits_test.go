@@ -1,0 +1,36 @@
+package agent
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBucket(t *testing.T) {
+	b := newBucket(10, 3)
+	got := 0
+	for range 10 {
+		if b.allow() {
+			got++
+		}
+	}
+	if got != 3 {
+		t.Errorf("burst of 3: %d of 10 immediate calls allowed", got)
+	}
+	// Refill is computed from elapsed time; move the clock instead of sleeping.
+	b.mu.Lock()
+	b.last = b.last.Add(-200 * time.Millisecond) // 2 tokens at 10/s
+	b.mu.Unlock()
+	got = 0
+	for range 10 {
+		if b.allow() {
+			got++
+		}
+	}
+	if got != 2 {
+		t.Errorf("after 200ms at 10/s: %d allowed, want 2", got)
+	}
+	var unlimited *bucket
+	if !unlimited.allow() || !newBucket(0, 0).allow() {
+		t.Errorf("a nil or zero-rate bucket must not limit")
+	}
+}
