@@ -366,3 +366,36 @@ func TestAgentRestartKeepsPods(t *testing.T) {
 		t.Errorf("DEL after an agent restart left (-before +after):\n%s", diff)
 	}
 }
+
+// TestAgentDownMeansTryAgain: with the agent stopped the binary must tell
+// the runtime to retry (ADD: 11) and report the plugin unavailable
+// (STATUS: 50), naming the socket.
+func TestAgentDownMeansTryAgain(t *testing.T) {
+	_, n := node1(t, cluster.Options{})
+	list, err := loadList(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.Replace(string(list.Plugins[0].Bytes), "{", fmt.Sprintf(`{"cniVersion":%q,"name":%q,`, list.CNIVersion, list.Name), 1)
+	a := agentOf(t, n)
+	a.stop()
+	pod := createNetns(t, "down")
+	for _, tc := range []struct {
+		cmd  string
+		code uint
+	}{{"ADD", 11}, {"STATUS", 50}} {
+		env := map[string]string{"CNI_COMMAND": tc.cmd, "CNI_CONTAINERID": "down", "CNI_NETNS": netns.Path(pod), "CNI_IFNAME": "eth0",
+			"CNI_ARGS": "K8S_POD_NAMESPACE=default;K8S_POD_NAME=down"}
+		e, out := runBinary(t, env, conf)
+		if e == nil {
+			t.Fatalf("%s with the agent down succeeded: %s", tc.cmd, out)
+		}
+		if e.Code != tc.code || !strings.Contains(e.Msg, "agent is not running") || !strings.Contains(e.Msg, a.socket) {
+			t.Errorf("%s: code %d %q, want code %d saying the agent at %s is not running", tc.cmd, e.Code, e.Msg, tc.code, a.socket)
+		}
+	}
+	a.start(t)
+	if e, out := runBinary(t, map[string]string{"CNI_COMMAND": "STATUS"}, conf); e != nil {
+		t.Errorf("STATUS after the agent is back: %+v %s", e, out)
+	}
+}
