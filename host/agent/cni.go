@@ -2,7 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"slices"
+
+	"switchyard.dev/switchyard/host/ifstore"
+	"switchyard.dev/switchyard/host/ovsdb"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/sdkhost"
@@ -61,4 +65,25 @@ func (a *Agent) PublishPodInterface(ctx context.Context, ev sdk.PodInterfaceEven
 			a.log.Warn("pod interface event not delivered", "plugin_pid", p.Pid(), "error", err)
 		}
 	}
+}
+
+// PortView lets the interface store check its records against OVS at start:
+// a pod whose port is gone (deleted while the agent was down) is stale.
+type PortView struct{ DB *ovsdb.Client }
+
+var _ ifstore.PortView = PortView{}
+
+// OFPort reports the ofport of the named port, and whether it exists.
+func (v PortView) OFPort(ctx context.Context, name string) (uint32, bool, error) {
+	p, err := v.DB.Port(ctx, name)
+	if errors.Is(err, ovsdb.ErrNoPort) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if p.OFPort <= 0 {
+		return 0, false, nil
+	}
+	return uint32(p.OFPort), true, nil
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"switchyard.dev/switchyard/host/agent"
+	"switchyard.dev/switchyard/host/cniserver"
 	"switchyard.dev/switchyard/host/config"
-	"switchyard.dev/switchyard/host/openflow"
-	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/sdk"
 )
 
 func main() {
@@ -52,18 +52,11 @@ func run() error {
 
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := ovsdb.Dial(dctx, cfg.OVS.DBSocket, cfg.Bridge.Name, log.With("component", "ovsdb"))
+	sw, db, err := agent.Connect(dctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.EnsureBridge(dctx, cfg.Bridge.DatapathType); err != nil {
-		return err
-	}
-	sw, err := dialSwitch(dctx, cfg, log)
-	if err != nil {
-		return err
-	}
 	defer sw.Close()
 
 	a, err := agent.New(cfg, sw, db, log)
@@ -79,6 +72,27 @@ func run() error {
 		return err
 	}
 	log.Info("switchyard-agent started")
+
+	// The CNI server starts after the plugins, so the first ADD finds the
+	// CNI plugin running; it asks the agent for that plugin on every
+	// request, so a restarted plugin is used as soon as it is back.
+	cni, err := cniserver.StartNode(ctx, cniserver.NodeOptions{
+		SocketDir: cfg.SocketDir, StateDir: cfg.RunDir, Ports: agent.PortView{DB: db}, Logger: log,
+		Handler: func() (sdk.CNIHandler, bool) {
+			p, ok := a.CNIPlugin()
+			if !ok {
+				return nil, false
+			}
+			return cniserver.FromPlugin(p), true
+		},
+		Publish: a.PublishPodInterface,
+	})
+	if err != nil {
+		a.Stop()
+		return fmt.Errorf("starting the CNI server: %w", err)
+	}
+	defer cni.Stop(5 * time.Second)
+	log.Info("serving CNI", "socket", cni.Socket)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -96,22 +110,6 @@ func run() error {
 			}
 			log.Info("reloading config")
 			a.Reload(ctx, ncfg)
-		}
-	}
-}
-
-// dialSwitch connects to the bridge's management socket, waiting for
-// ovs-vswitchd to create it after the bridge was just added.
-func dialSwitch(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openflow.Conn, error) {
-	for {
-		sw, err := openflow.Dial(ctx, "unix", cfg.MgmtSocket(), openflow.Options{Logger: log, AsyncEvents: true})
-		if err == nil {
-			return sw, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to %s: %w (is ovs-vswitchd running?)", cfg.MgmtSocket(), err)
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -1,0 +1,121 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"switchyard.dev/switchyard/cni/cnipb"
+	"switchyard.dev/switchyard/cni/conflist"
+	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/testenv"
+)
+
+// Binaries are the built commands an agent node runs.
+type Binaries struct {
+	Agent, CNI string
+	// Plugins maps plugin name to binary, started in the order of Enabled.
+	Plugins map[string]string
+}
+
+// Options configures one node's agent.
+type Options struct {
+	Bins Binaries
+	// Enabled lists the plugins to enable, in order (default: podnet).
+	Enabled []string
+	// LogLevel of the agent (default info).
+	LogLevel string
+}
+
+// Agent is a running switchyard-agent.
+type Agent struct {
+	Node       *cluster.Node
+	Dir        string
+	ConfigPath string
+	CNISocket  string
+	Process    *testenv.Process
+}
+
+// Start configures and starts the agent on n and installs CNI there.
+func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
+	t.Helper()
+	if len(o.Enabled) == 0 {
+		o.Enabled = []string{"podnet"}
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	a := &Agent{Node: n, Dir: filepath.Join(n.Dir, "agent")}
+	for _, d := range []string{a.Dir, filepath.Join(a.Dir, "run"), filepath.Join(a.Dir, "sock")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	a.CNISocket = filepath.Join(a.Dir, "sock", "cni.sock")
+	cidrs := []string{n.PodCIDR.String()}
+	if n.PodCIDRv6 != nil {
+		cidrs = append(cidrs, n.PodCIDRv6.String())
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "nodeName: %s\n", n.Name)
+	fmt.Fprintf(&b, "bridge:\n  name: br-int\n  datapathType: netdev\n")
+	fmt.Fprintf(&b, "ovs:\n  dbSocket: %s\n  runDir: %s\n", n.OVS.DBSock, n.OVS.Dir)
+	fmt.Fprintf(&b, "runDir: %s\nsocketDir: %s\n", filepath.Join(a.Dir, "run"), filepath.Join(a.Dir, "sock"))
+	fmt.Fprintf(&b, "logLevel: %s\n", o.LogLevel)
+	fmt.Fprintf(&b, "node:\n  mtu: 1450\n  podCIDRs: [%s]\n  nodeIPs: [%s]\n", strings.Join(cidrs, ", "), n.UnderlayIP)
+	fmt.Fprintf(&b, "plugins:\n")
+	for _, name := range o.Enabled {
+		path, ok := o.Bins.Plugins[name]
+		if !ok {
+			t.Fatalf("plugin %q enabled on %s but no binary was built for it", name, n.Name)
+		}
+		fmt.Fprintf(&b, "- name: %s\n  path: %s\n  config:\n    stateDir: %s\n", name, path, filepath.Join(n.Dir, name))
+	}
+	a.ConfigPath = filepath.Join(a.Dir, "agent.yaml")
+	if err := os.WriteFile(a.ConfigPath, []byte(b.String()), 0o644); err != nil {
+		t.Fatalf("%v", err)
+	}
+	a.Process = n.StartProcess(t, "switchyard-agent", o.Bins.Agent, []string{"--config", a.ConfigPath})
+	err := testenv.Eventually("switchyard-agent on "+n.Name+" to answer CNI STATUS on "+a.CNISocket, 60*time.Second, 100*time.Millisecond, func() error {
+		if a.Process.Exited() {
+			return testenv.Permanent(fmt.Errorf("switchyard-agent on %s exited:\n%s", n.Name, a.Process.Tail(30)))
+		}
+		return a.Status()
+	})
+	if err != nil {
+		t.Fatalf("%v\nagent log (%s):\n%s", err, a.Process.LogPath, a.Process.Tail(30))
+	}
+	if _, err := conflist.Install(o.Bins.CNI, conflist.Options{ConfDir: n.CNIConfDir, BinDir: n.CNIBinDir, Socket: a.CNISocket}); err != nil {
+		t.Fatalf("installing CNI on %s: %v", n.Name, err)
+	}
+	return a
+}
+
+// Status asks the agent's CNI server whether it can serve ADDs now.
+func (a *Agent) Status() error {
+	if _, err := os.Stat(a.CNISocket); err != nil {
+		return err
+	}
+	cc, err := grpc.NewClient("unix://"+a.CNISocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := cnipb.NewCNIClient(cc).Status(ctx, &cnipb.StatusRequest{
+		NetConf: []byte(`{"cniVersion":"1.1.0","name":"switchyard","type":"switchyard-cni"}`)})
+	if err != nil {
+		return err
+	}
+	if e := resp.GetError(); e != nil {
+		return fmt.Errorf("CNI STATUS: %s", e.GetMsg())
+	}
+	return nil
+}
