@@ -30,7 +30,7 @@ help:
 	@echo "make test        install dependencies and run every test (unit + integration)"
 	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs)"
 	@echo "make lint        go vet + staticcheck"
-	@echo "make proto       regenerate protobuf code;  make verify  checks generated code is current"
+	@echo "make generate    regenerate protobuf, CRD and OVSDB model code;  make verify  checks it is current"
 	@echo "make clean-itest remove namespaces, processes and dirs left by a crashed run"
 
 deps:
@@ -79,12 +79,22 @@ proto: deps $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	@protoc --version | grep -q "libprotoc $(PROTOC_VERSION)" || { echo "proto: need protoc $(PROTOC_VERSION) (Debian bookworm's protobuf-compiler), found $$(protoc --version)"; exit 1; }
 	PATH=$(BIN):$$PATH bash itest/scripts/proto.sh
 
+# Everything generated, with generators pinned: protobuf (above), the CRD
+# deepcopy code and OpenAPI schemas (controller-gen, pinned in
+# controller/tools/go.mod), and the OVSDB models (libovsdb modelgen, the
+# version in go.mod) from the reduced vswitch schema.
+GENERATED := '*.pb.go' 'controller/apis/crd/v1beta1/zz_generated*' manifests/crds host/ovsdb/vswitchd
+
 generate: proto
+	cd controller/apis/crd/v1beta1 && $(GO) generate ./...
+	$(GO) build -o $(BIN)/modelgen github.com/ovn-org/libovsdb/cmd/modelgen
+	$(BIN)/modelgen -p vswitchd -o host/ovsdb/vswitchd host/ovsdb/vswitchd/vswitch.ovsschema
 
 # Regenerates everything generated and fails if the committed copy differs.
 verify: generate
-	@git diff --exit-code -- '*.pb.go' || { echo "verify: generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- '*.pb.go')" || { echo "verify: untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- $(GENERATED) || { echo "verify: generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED))" || { echo "verify: untracked generated files: run 'make generate' and commit"; exit 1; }
+	@echo "verify: generated code is current"
 
 demo: deps tools
 	$(GO) run ./itest/cmd/demo $(DEMO_ARGS)
