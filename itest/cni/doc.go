@@ -2,7 +2,9 @@
 // switchyard-cni binary, the host's CNI server and the podnet plugin, run
 // as root against real network namespaces and a real OVS.
 //
-// blocks_test.go exercises podnet's building blocks (veth, gratuitous ARP,
-// IPAM on disk) at their own level; e2e_test.go drives the built binaries
-// through libcni, exactly as a container runtime would.
+// blocks_test.go exercises podnet's building blocks (veth, gratuitous ARP)
+// at their own level; e2e_test.go and versions_test.go drive the built
+// binaries (switchyard-cni, switchyard-agent, podnet) through libcni,
+// exactly as a container runtime would; bench_test.go compares the whole
+// path with the reference bridge + host-local plugins.
 package cni

@@ -44,9 +44,7 @@ func TestMain(m *testing.M) {
 	}
 	bins.cni, bins.cniErr = build(root, "cni/cmd/switchyard-cni", "switchyard-cni")
 	bins.podnet, bins.podnetErr = build(root, "plugins/podnet", "podnet")
-	// The CNI path needs the agent to serve the CNI socket; until
-	// switchyard-agent does, the suite runs testagent (see its doc).
-	bins.agent, bins.agentErr = build(root, "itest/cni/testagent", "testagent")
+	bins.agent, bins.agentErr = build(root, "host/cmd/switchyard-agent", "switchyard-agent")
 	code := m.Run()
 	os.RemoveAll(bins.dir)
 	os.Exit(code)
