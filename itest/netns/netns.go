@@ -37,6 +37,7 @@ func Add(name string) error {
 	if _, err := testenv.Run("ip", "netns", "add", name); err != nil {
 		return fmt.Errorf("creating network namespace %q: %w", name, err)
 	}
+	testenv.TrackNetNS(name, true)
 	if _, err := testenv.Run("ip", "-n", name, "link", "set", "lo", "up"); err != nil {
 		return fmt.Errorf("bringing up lo in %q: %w", name, err)
 	}
@@ -59,6 +60,7 @@ func Delete(name string) error {
 	if _, err := testenv.Run("ip", "netns", "del", name); err != nil {
 		return fmt.Errorf("deleting network namespace %q: %w", name, err)
 	}
+	testenv.TrackNetNS(name, false)
 	return nil
 }
 

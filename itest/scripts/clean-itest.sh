@@ -1,20 +1,44 @@
 #!/usr/bin/env bash
-# Removes what a crashed test or demo run left behind: harness namespaces
-# (every name starts with "syt"), the processes the harness started (their
-# command lines name /tmp/switchyard-itest), and the run directories.
+# Removes what crashed test or demo runs left behind: harness namespaces
+# (named syt<run id>-…), the processes the harness started (their command
+# lines name /tmp/switchyard-itest/syt<run id>-…), and run directories.
+# A run whose owning process is still alive (its pid is in
+# /tmp/switchyard-itest/owner-syt<run id>) is left alone, so this is safe to
+# run while other tests are running.
 set -uo pipefail
 base=/tmp/switchyard-itest
 
-for pid in $(grep -l -a "$base" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+alive() { # run id (syt + 6 hex)
+  local f="$base/owner-$1" pid
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f" 2>/dev/null)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+for f in /proc/[0-9]*/cmdline; do
+  pid=${f#/proc/}; pid=${pid%/cmdline}
   [ "$pid" = "$$" ] && continue
-  kill -9 "$pid" 2>/dev/null && echo "clean-itest: killed $pid ($(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | cut -c1-80))"
+  cmd=$({ tr '\0' ' ' <"$f"; } 2>/dev/null) || continue
+  run=$(grep -o "$base/syt[0-9a-f]\{6\}" <<<"$cmd" | head -1 | sed "s|$base/||")
+  [ -n "$run" ] || continue
+  alive "$run" && continue
+  kill -9 "$pid" 2>/dev/null && echo "clean-itest: killed $pid (${cmd:0:80})"
 done
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^syt'); do
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^syt[0-9a-f]\{6\}-'); do
+  alive "${ns:0:9}" && continue
   for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
   ip netns del "$ns" && echo "clean-itest: deleted namespace $ns"
 done
-for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^syt'); do
-  ip link del "$link" 2>/dev/null && echo "clean-itest: deleted link $link"
-done
-rm -rf "$base"
+if [ -d "$base" ]; then
+  for d in "$base"/syt[0-9a-f]*; do
+    [ -e "$d" ] || continue
+    run=$(basename "$d" | cut -c1-9)
+    alive "$run" && continue
+    rm -rf "$d" && echo "clean-itest: removed $d"
+  done
+  for f in "$base"/owner-syt*; do
+    [ -e "$f" ] || continue
+    alive "${f#$base/owner-}" || rm -f "$f"
+  done
+fi
 exit 0

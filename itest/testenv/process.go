@@ -56,8 +56,10 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		return nil, fmt.Errorf("starting %s (%s): %w", spec.Name, spec.Path, err)
 	}
 	p := &Process{Name: spec.Name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	trackGroup(cmd.Process.Pid, true)
 	go func() {
 		p.err = cmd.Wait()
+		trackGroup(cmd.Process.Pid, false)
 		logFile.Close()
 		close(p.done)
 	}()

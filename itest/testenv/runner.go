@@ -21,6 +21,9 @@ type Runner struct {
 // NewRunner returns a Runner with its signal handler installed.
 func NewRunner() *Runner {
 	r := &Runner{}
+	trackMu.Lock()
+	programRunner = true
+	trackMu.Unlock()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {

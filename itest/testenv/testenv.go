@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 )
 
@@ -42,9 +43,16 @@ func RunID() string {
 			panic(fmt.Sprintf("reading random run id: %v", err))
 		}
 		runID = hex.EncodeToString(b[:])
+		// The owner file tells `make clean-itest` this run is alive, so it
+		// only sweeps runs whose process is gone.
+		if err := os.MkdirAll(BaseDir, 0o755); err == nil {
+			_ = os.WriteFile(ownerFile(runID), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+		}
 	})
 	return runID
 }
+
+func ownerFile(id string) string { return filepath.Join(BaseDir, "owner-"+Prefix+id) }
 
 // Name returns a run-unique name for a resource, e.g. "syt3fa9c1-n1".
 // Callers that name Linux interfaces must keep role short: the result must
@@ -64,7 +72,11 @@ func Dir(t T, role string) string {
 	if err != nil {
 		t.Fatalf("creating run directory for %s: %v", role, err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	trackDir(dir, true)
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		trackDir(dir, false)
+	})
 	return dir
 }
 
