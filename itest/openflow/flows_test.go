@@ -1,7 +1,6 @@
 package openflow
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"sort"
@@ -86,4 +85,3 @@ func parseDump(out string) []string {
 	return lines
 }
 
-func cookieText(c uint64) string { return fmt.Sprintf("%#x", c) }
