@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/sdkhost"
+)
+
+// ErrNoCNIPlugin is returned when no running plugin has the CNI capability.
+var ErrNoCNIPlugin = errors.New("no running plugin handles CNI")
+
+// running returns the current process of every plugin with capability c,
+// in config order.
+func (a *Agent) running(c sdk.Capability) []struct {
+	name string
+	p    *sdkhost.Plugin
+} {
+	a.pmu.Lock()
+	order := slices.Clone(a.order)
+	rs := make([]*runner, 0, len(order))
+	for _, n := range order {
+		if r := a.plugins[n]; r != nil {
+			rs = append(rs, r)
+		}
+	}
+	a.pmu.Unlock()
+	var out []struct {
+		name string
+		p    *sdkhost.Plugin
+	}
+	for _, r := range rs {
+		r.mu.Lock()
+		if r.proc != nil && (r.state == StateRunning || r.state == StateSynced) && slices.Contains(r.caps, c) {
+			out = append(out, struct {
+				name string
+				p    *sdkhost.Plugin
+			}{r.spec.Name, r.proc})
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// CNIAdd forwards a CNI ADD to the plugin holding the CNI capability (the
+// first in config order) and, on success, tells the pod-interface
+// subscribers. It is the host's side of the CNI server.
+func (a *Agent) CNIAdd(ctx context.Context, args sdk.CNIArgs) (*sdk.CNIAddResponse, error) {
+	ps := a.running(sdk.CapCNI)
+	if len(ps) == 0 {
+		return nil, ErrNoCNIPlugin
+	}
+	resp, err := ps[0].p.CNIAdd(ctx, args)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: CNI ADD %s: %w", ps[0].name, args.ContainerID, err)
+	}
+	a.PodInterfaceEvent(ctx, sdk.PodInterfaceEventRequest{Kind: sdk.PodInterfaceAdded, Interface: resp.Interface})
+	return resp, nil
+}
+
+// CNIDel forwards a CNI DEL to the CNI plugin.
+func (a *Agent) CNIDel(ctx context.Context, args sdk.CNIArgs) error {
+	ps := a.running(sdk.CapCNI)
+	if len(ps) == 0 {
+		return ErrNoCNIPlugin
+	}
+	if err := ps[0].p.CNIDel(ctx, args); err != nil {
+		return fmt.Errorf("plugin %q: CNI DEL %s: %w", ps[0].name, args.ContainerID, err)
+	}
+	return nil
+}
+
+// CNICheck forwards a CNI CHECK to the CNI plugin.
+func (a *Agent) CNICheck(ctx context.Context, args sdk.CNIArgs) error {
+	ps := a.running(sdk.CapCNI)
+	if len(ps) == 0 {
+		return ErrNoCNIPlugin
+	}
+	if err := ps[0].p.CNICheck(ctx, args); err != nil {
+		return fmt.Errorf("plugin %q: CNI CHECK %s: %w", ps[0].name, args.ContainerID, err)
+	}
+	return nil
+}
+
+// PodInterfaceEvent tells every subscribed plugin, in config order. A
+// subscriber's failure is logged, not returned: one plugin must not block
+// the others' view of the pods.
+func (a *Agent) PodInterfaceEvent(ctx context.Context, req sdk.PodInterfaceEventRequest) {
+	for _, s := range a.running(sdk.CapPodInterface) {
+		if err := s.p.PodInterfaceEvent(ctx, req); err != nil {
+			a.log.Warn("pod interface event not taken", "plugin", s.name, "pod", req.Interface.PodNamespace+"/"+req.Interface.PodName, "error", err)
+		}
+	}
+}
+
+// NodeEvent tells every plugin subscribed to node events, in config order.
+func (a *Agent) NodeEvent(ctx context.Context, req sdk.NodeEventRequest) {
+	for _, s := range a.running(sdk.CapNodeEvents) {
+		if err := s.p.NodeEvent(ctx, req); err != nil {
+			a.log.Warn("node event not taken", "plugin", s.name, "node", req.Node.Name, "error", err)
+		}
+	}
+}
