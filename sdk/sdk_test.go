@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -28,13 +29,64 @@ import (
 func TestMain(m *testing.M) {
 	if v := os.Getenv("SDK_TEST_PLUGIN"); v != "" {
 		n, _ := strconv.Atoi(v)
-		sdk.ServeVersion(&testFeature{}, n, os.Stderr)
+		var f sdk.Feature = &testFeature{}
+		if os.Getenv("SDK_TEST_FEATURE") == "bare" {
+			f = bareFeature{}
+		}
+		sdk.ServeVersion(f, n, os.Stderr)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
 type testFeature struct{}
+
+// bareFeature has no optional capabilities.
+type bareFeature struct{}
+
+func (bareFeature) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+	r.Name = "bare"
+	return nil
+}
+func (bareFeature) Start(context.Context, sdk.StartRequest, *sdk.StartResponse) error { return nil }
+
+var (
+	podIP   = netip.MustParsePrefix("10.10.0.5/24")
+	podMAC  = net.HardwareAddr{2, 0, 0, 0, 0, 5}
+	wantPod = sdk.PodInterface{PodNamespace: "ns", PodName: "p", ContainerID: "c1", IfName: "eth0", HostIfName: "veth1", OFPort: 7, MAC: podMAC, IPs: []netip.Addr{podIP.Addr()}}
+)
+
+func (testFeature) CNIAdd(_ context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) error {
+	if req.Args.ContainerID != "c1" || req.Args.PodName != "p" || string(req.Args.NetConf) != `{"cniVersion":"1.1.0"}` {
+		return fmt.Errorf("CNI args arrived as %+v", req.Args)
+	}
+	resp.IPs = []sdk.IPConfig{{Address: podIP, Gateway: netip.MustParseAddr("10.10.0.1")}}
+	resp.Routes = []sdk.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.10.0.1")}}
+	resp.Interface, resp.MTU = wantPod, 1450
+	return nil
+}
+
+func (testFeature) CNIDel(_ context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDelResponse) error {
+	return fmt.Errorf("%w: container %s", sdk.ErrNotFound, req.Args.ContainerID)
+}
+
+func (testFeature) CNICheck(context.Context, sdk.CNICheckRequest, *sdk.CNICheckResponse) error {
+	return nil
+}
+
+func (testFeature) PodInterfaceEvent(_ context.Context, req sdk.PodInterfaceEventRequest, _ *sdk.PodInterfaceEventResponse) error {
+	if req.Kind != sdk.PodInterfaceAdded || fmt.Sprintf("%+v", req.Interface) != fmt.Sprintf("%+v", wantPod) {
+		return fmt.Errorf("pod interface event arrived as %+v", req)
+	}
+	return nil
+}
+
+func (testFeature) NodeEvent(_ context.Context, req sdk.NodeEventRequest, _ *sdk.NodeEventResponse) error {
+	if req.Kind != sdk.NodeUpdated || req.Node.Name != "n2" || req.Node.PodCIDRs[0].String() != "10.10.2.0/24" || req.Node.NodeIPs[0].String() != "192.0.2.2" {
+		return fmt.Errorf("node event arrived as %+v", req)
+	}
+	return nil
+}
 
 var (
 	markField = flow.Field{Name: "mark", Width: 8}
@@ -133,7 +185,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func launch(t *testing.T, version int, logs *syncBuffer) (*sdkhost.Plugin, error) {
+func launch(t *testing.T, version int, logs *syncBuffer, env ...string) (*sdkhost.Plugin, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -143,7 +195,7 @@ func launch(t *testing.T, version int, logs *syncBuffer) (*sdkhost.Plugin, error
 	if logs != nil {
 		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	p, err := sdkhost.Launch(sdkhost.Config{Name: "t", Path: exe, Env: []string{"SDK_TEST_PLUGIN=" + strconv.Itoa(version)}, Logger: logger})
+	p, err := sdkhost.Launch(sdkhost.Config{Name: "t", Path: exe, Env: append([]string{"SDK_TEST_PLUGIN=" + strconv.Itoa(version)}, env...), Logger: logger})
 	if p != nil {
 		t.Cleanup(p.Kill)
 	}
@@ -169,7 +221,7 @@ func TestPluginRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(wantDesc, desc); diff != "" {
 		t.Errorf("describe (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]sdk.Capability{sdk.CapPacketIn}, caps); diff != "" {
+	if diff := cmp.Diff([]sdk.Capability{sdk.CapCNI, sdk.CapPodInterface, sdk.CapPacketIn, sdk.CapNodeEvents}, caps); diff != "" {
 		t.Errorf("capabilities (-want +got):\n%s", diff)
 	}
 
@@ -200,8 +252,24 @@ func TestPluginRoundTrip(t *testing.T) {
 	if err := p.PacketIn(ctx, sdk.PacketInRequest{Table: "t.class", Data: []byte("ping")}); err != nil {
 		t.Errorf("PacketIn: %v", err)
 	}
-	if _, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c"}); err == nil || !strings.Contains(err.Error(), `does not have the "cni" capability`) {
-		t.Errorf("CNIAdd on a non-CNI plugin: err = %v", err)
+	res, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c1", PodName: "p", NetConf: []byte(`{"cniVersion":"1.1.0"}`)})
+	if err != nil {
+		t.Fatalf("CNIAdd: %v", err)
+	}
+	wantRes := &sdk.CNIAddResponse{IPs: []sdk.IPConfig{{Address: podIP, Gateway: netip.MustParseAddr("10.10.0.1")}},
+		Routes: []sdk.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.10.0.1")}}, Interface: wantPod, MTU: 1450}
+	if diff := cmp.Diff(wantRes, res, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("CNI result over the wire (-want +got):\n%s", diff)
+	}
+	if err := p.CNIDel(ctx, sdk.CNIArgs{ContainerID: "gone"}); !errors.Is(err, sdk.ErrNotFound) || !strings.Contains(err.Error(), "container gone") {
+		t.Errorf("CNIDel error lost its sentinel or text: %v", err)
+	}
+	if err := p.PodInterfaceEvent(ctx, sdk.PodInterfaceEventRequest{Kind: sdk.PodInterfaceAdded, Interface: wantPod}); err != nil {
+		t.Errorf("PodInterfaceEvent: %v", err)
+	}
+	if err := p.NodeEvent(ctx, sdk.NodeEventRequest{Kind: sdk.NodeUpdated, Node: sdk.NodeInfo{Name: "n2",
+		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.2.0/24")}, NodeIPs: []netip.Addr{netip.MustParseAddr("192.0.2.2")}}}); err != nil {
+		t.Errorf("NodeEvent: %v", err)
 	}
 	if err := p.Ping(); err != nil {
 		t.Errorf("Ping: %v", err)
@@ -213,6 +281,22 @@ func TestPluginRoundTrip(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, `msg="hello from plugin"`) || !strings.Contains(l, "plugin=t") || !strings.Contains(l, `config="{\"x\":1}"`) {
 		t.Errorf("plugin log line not in host log (waited 5s):\n%s", l)
+	}
+}
+
+func TestMissingCapabilityIsUnimplemented(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil, "SDK_TEST_FEATURE=bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, caps, err := p.Describe(ctx)
+	if err != nil || len(caps) != 0 {
+		t.Fatalf("Describe: caps %v, err %v", caps, err)
+	}
+	if _, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c"}); err == nil || !strings.Contains(err.Error(), `does not have the "cni" capability`) {
+		t.Errorf("CNIAdd on a non-CNI plugin: err = %v", err)
 	}
 }
 
