@@ -25,6 +25,9 @@ import (
 type Switch interface {
 	Bundle(ctx context.Context, msgs []openflow.Message, atomic bool) error
 	Send(ctx context.Context, m openflow.Message) error
+	// Request sends m and waits for its reply or, for messages without one,
+	// for the barrier after it (so its error is known).
+	Request(ctx context.Context, m openflow.Message) (openflow.Message, error)
 	Events() <-chan openflow.Event
 }
 
@@ -241,7 +244,10 @@ func (a *Agent) Replay(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	a.mu.Lock()
-	msgs, err := a.allMessagesLocked()
+	meters, msgs, err := a.allMessagesLocked()
+	if err == nil {
+		err = a.sendMetersLocked(ctx, meters)
+	}
 	if err == nil {
 		err = a.sw.Bundle(ctx, msgs, false)
 	}

@@ -40,7 +40,10 @@ func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) 
 	return nil
 }
 func (f *fakeSwitch) Send(context.Context, openflow.Message) error { return nil }
-func (f *fakeSwitch) Events() <-chan openflow.Event                { return f.events }
+func (f *fakeSwitch) Request(context.Context, openflow.Message) (openflow.Message, error) {
+	return nil, nil
+}
+func (f *fakeSwitch) Events() <-chan openflow.Event { return f.events }
 
 // lastTexts renders the last bundle's flow mods.
 func (f *fakeSwitch) lastTexts() []string {

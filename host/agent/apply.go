@@ -54,15 +54,47 @@ func (a *Agent) applyLocked(ctx context.Context, owner string, ops []flowstore.O
 	if err != nil {
 		return err
 	}
-	msgs, err := a.planMessagesLocked(plan)
+	pre, msgs, post, err := a.planMessagesLocked(plan)
 	if err != nil {
 		return err
 	}
+	// OVS does not take meter mods inside a bundle, so meters are added
+	// before it and deleted after it; a refused bundle takes its new meters
+	// back, keeping the batch all-or-nothing.
+	if err := a.sendMetersLocked(ctx, pre); err != nil {
+		return fmt.Errorf("%w: plugin %q: the switch refused a meter (nothing was applied): %v", sdk.ErrSwitch, owner, err)
+	}
 	if err := a.sw.Bundle(ctx, msgs, true); err != nil {
-		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs), err)
+		a.undoMetersLocked(ctx, pre)
+		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs)+len(pre), err)
+	}
+	if err := a.sendMetersLocked(ctx, post); err != nil {
+		a.log.Error("deleting meters after a batch", "plugin", owner, "error", err)
 	}
 	a.store.Commit(plan)
 	return nil
+}
+
+func (a *Agent) sendMetersLocked(ctx context.Context, ms []*openflow.MeterMod) error {
+	for _, m := range ms {
+		if _, err := a.sw.Request(ctx, m); err != nil {
+			return fmt.Errorf("meter %d: %w", m.MeterID, err)
+		}
+	}
+	return nil
+}
+
+// undoMetersLocked deletes the meters a refused batch added (meters it only
+// modified keep their new bands: OpenFlow cannot read them back cheaply).
+func (a *Agent) undoMetersLocked(ctx context.Context, ms []*openflow.MeterMod) {
+	for _, m := range ms {
+		if m.Command != openflow.MeterAdd {
+			continue
+		}
+		if _, err := a.sw.Request(ctx, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.MeterID}); err != nil {
+			a.log.Error("undo meter of a refused batch", "meter", m.MeterID, "error", err)
+		}
+	}
 }
 
 // fieldsLocked is every register field owner may use in group buckets.
@@ -74,44 +106,47 @@ func (a *Agent) fieldsLocked(owner string) map[string]flow.Bits {
 	return f
 }
 
-// planMessagesLocked orders a plan for the switch: meters and groups are
-// added before the flows that use them and deleted after.
-func (a *Agent) planMessagesLocked(p *flowstore.Plan) ([]openflow.Message, error) {
-	var pre, mid, post []openflow.Message
+// planMessagesLocked orders a plan for the switch: meter adds (sent before
+// the bundle), the bundle itself (group adds, flows, group deletes, so a
+// flow can use a group of the same batch), and meter deletes (after).
+func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod, msgs []openflow.Message, post []*openflow.MeterMod, err error) {
+	var groupsPre, groupsPost []openflow.Message
 	fields := a.fieldsLocked(p.Owner)
 	for _, c := range p.Changes {
 		switch {
 		case c.Flow != nil:
 			m, err := ofxlate.FlowMod(c.Kind, c.Flow.R)
 			if err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
-			mid = append(mid, m)
+			msgs = append(msgs, m)
 		case c.Group != nil:
 			m, err := ofxlate.GroupMod(c.Kind, c.Group, fields)
 			if err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
 			if c.Kind == flow.OpDelete {
-				post = append(post, m)
+				groupsPost = append(groupsPost, m)
 			} else {
-				pre = append(pre, m)
+				groupsPre = append(groupsPre, m)
 			}
 		case c.Meter != nil:
 			m := ofxlate.MeterMod(c.Kind, c.Meter)
 			if c.Kind == flow.OpDelete {
 				post = append(post, m)
 			} else {
-				pre = slices.Insert(pre, 0, openflow.Message(m))
+				pre = append(pre, m)
 			}
 		}
 	}
-	return append(append(pre, mid...), post...), nil
+	return pre, append(append(groupsPre, msgs...), groupsPost...), post, nil
 }
 
-// allMessagesLocked is everything the store holds, as adds, for a replay.
-func (a *Agent) allMessagesLocked() ([]openflow.Message, error) {
-	var meters, groups, flows []openflow.Message
+// allMessagesLocked is everything the store holds, as adds, for a replay:
+// meters (sent on their own) and the groups and flows for the bundle.
+func (a *Agent) allMessagesLocked() ([]*openflow.MeterMod, []openflow.Message, error) {
+	var meters []*openflow.MeterMod
+	var groups, flows []openflow.Message
 	for _, owner := range a.store.Owners() {
 		for _, m := range a.store.Meters(owner) {
 			meters = append(meters, ofxlate.MeterMod(flow.OpAdd, m))
@@ -120,19 +155,19 @@ func (a *Agent) allMessagesLocked() ([]openflow.Message, error) {
 		for _, g := range a.store.Groups(owner) {
 			m, err := ofxlate.GroupMod(flow.OpAdd, g, fields)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			groups = append(groups, m)
 		}
 		for _, e := range a.store.Flows(owner) {
 			m, err := ofxlate.FlowMod(flow.OpAdd, e.R)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			flows = append(flows, m)
 		}
 	}
-	return append(append(meters, groups...), flows...), nil
+	return meters, append(groups, flows...), nil
 }
 
 // Synced sweeps owner's flows from earlier rounds: on the switch by cookie
@@ -300,11 +335,13 @@ func (a *Agent) removePlugin(ctx context.Context, owner string) {
 	for _, g := range a.store.Groups(owner) {
 		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.Global})
 	}
-	for _, m := range a.store.Meters(owner) {
-		msgs = append(msgs, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.Global})
-	}
 	if err := a.sw.Bundle(ctx, msgs, false); err != nil {
 		a.log.Error("delete flows of unloaded plugin", "plugin", owner, "error", err)
+	}
+	for _, m := range a.store.Meters(owner) {
+		if _, err := a.sw.Request(ctx, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.Global}); err != nil {
+			a.log.Error("delete meter of unloaded plugin", "plugin", owner, "meter", m.Global, "error", err)
+		}
 	}
 	for _, t := range a.arb.Unregister(owner) {
 		a.store.ForgetTable(t.ID)

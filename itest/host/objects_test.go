@@ -1,0 +1,113 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"switchyard.dev/switchyard/host/agent"
+	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// TestGroupsMetersAndRefusals drives an in-process agent against a real
+// switch with the whole flow model: groups, meters, conntrack, registers,
+// and a batch the switch itself refuses (which must leave nothing behind).
+func TestGroupsMetersAndRefusals(t *testing.T) {
+	n := newNode(t)
+	n.writeConfig()
+	cfg, err := config.Load(n.cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sw, db, err := agent.Connect(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	defer sw.Close()
+	a, err := agent.New(cfg, sw, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	mark := flow.Field{Name: "mark", Width: 8}
+	if _, err := a.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: []flow.Field{mark}, Tables: []sdk.Table{
+		{Name: "l.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
+		{Name: "l.ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
+		{Name: "l.out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	lim := cfg.Limits
+	b := flow.NewBatch().
+		AddMeter(flow.Meter{ID: 1, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 1000, Burst: 100}}}).
+		AddGroup(flow.Group{ID: 5, Type: flow.GroupSelect, Buckets: []flow.Bucket{
+			{Weight: 10, Actions: []flow.Action{flow.Output(10)}}, {Weight: 20, Actions: []flow.Action{flow.Output(11)}}}}).
+		AddFlows(
+			flow.Flow{Table: "l.class", Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(netip.MustParseAddr("10.0.0.9")),
+				Actions: []flow.Action{flow.ApplyMeter(1), flow.LoadField(mark, 3)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageConntrackState)},
+			flow.Flow{Table: "l.ct", Priority: 10, Match: flow.Match{}.IPv4().Field(mark, 3),
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 7, Resume: flow.NextTable()})}},
+			flow.Flow{Table: "l.out", Priority: 10, Match: flow.Match{}.IPv4().CTState(flow.CTTracked|flow.CTNew, flow.CTTracked|flow.CTNew),
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: 7}), flow.ApplyGroup(5)}},
+		)
+	if err := a.Apply(ctx, "local", b, lim); err != nil {
+		t.Fatal(err)
+	}
+	groups := n.sw.Ofctl(t, "dump-groups", "br-int")
+	if !strings.Contains(groups, "group_id=16777221,type=select") || !strings.Contains(groups, "weight:20,actions=output:11") {
+		t.Errorf("group 5 of prefix 1 (16777221) not on the switch:\n%s", groups)
+	}
+	if meters := n.sw.Ofctl(t, "dump-meters", "br-int"); !strings.Contains(meters, "meter=1025 pktps burst") || !strings.Contains(meters, "rate=1000") {
+		t.Errorf("meter 1 of prefix 1 (1025) not on the switch:\n%s", meters)
+	}
+	flows := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int")
+	for _, want := range []string{
+		"priority=10,ip,nw_dst=10.0.0.9 actions=meter:1025,set_field:0x60/0x1fe0->reg0,goto_table:40",
+		"table=40, priority=10,ip,reg0=0x60/0x1fe0 actions=ct(table=200,zone=7)",
+		"table=200, priority=10,ct_state=+new+trk,ip actions=ct(commit,zone=7),group:16777221",
+	} {
+		if !strings.Contains(flows, want) {
+			t.Errorf("switch lacks %q:\n%s", want, flows)
+		}
+	}
+
+	before := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int")
+	// The arbiter cannot know that a group is missing; the switch refuses the
+	// bundle, and nothing of the batch may remain.
+	bad := flow.NewBatch().AddFlows(
+		flow.Flow{Table: "l.out", Priority: 20, Match: flow.Match{}.InPort(3), Actions: []flow.Action{flow.Output(4)}},
+		flow.Flow{Table: "l.out", Priority: 21, Match: flow.Match{}.InPort(4), Actions: []flow.Action{flow.ApplyGroup(99)}},
+	)
+	if err := a.Apply(ctx, "local", bad, lim); !errors.Is(err, sdk.ErrSwitch) {
+		t.Fatalf("batch using a missing group: err = %v, want ErrSwitch", err)
+	}
+	if after := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int"); after != before {
+		t.Errorf("a refused batch changed the switch:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	for _, f := range a.Flows("local") {
+		if strings.Contains(f, "in_port=3") {
+			t.Errorf("refused flow kept in the store: %s", f)
+		}
+	}
+
+	if err := a.Apply(ctx, "local", flow.NewBatch().DeleteFlows(flow.Flow{Table: "l.out", Priority: 10,
+		Match: flow.Match{}.IPv4().CTState(flow.CTTracked|flow.CTNew, flow.CTTracked|flow.CTNew)}).DeleteGroup(5).DeleteMeter(1), lim); err != nil {
+		t.Fatal(err)
+	}
+	if groups := n.sw.Ofctl(t, "dump-groups", "br-int"); strings.Contains(groups, "group_id=16777221") {
+		t.Errorf("group still there after delete:\n%s", groups)
+	}
+}
