@@ -313,6 +313,13 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		}
 	}()
 
+	t0 := time.Now()
+	var phases []any
+	phase := func(name string) {
+		now := time.Now()
+		phases = append(phases, name, now.Sub(t0).Round(10*time.Microsecond).String())
+		t0 = now
+	}
 	leases, err := p.ipam.Allocate(key)
 	if err != nil {
 		return err
@@ -330,10 +337,12 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	mtu := p.podMTU(a.NetConf)
 	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, MAC: mac, Addrs: ips, Gateways: p.gw.IPs,
 		NoTxChecksum: p.noTxCsum}
+	phase("ipam")
 	if _, err := veth.Setup(vc); err != nil {
 		return cnierr.New(cnierr.Interface, fmt.Sprintf("creating the pod interface: %v", err),
 			"check that the pod's network namespace is usable and no stale interface holds the name")
 	}
+	phase("veth")
 	undo = append(undo, func() {
 		if e := veth.Teardown(a.Netns, a.IfName, hostIf); e != nil {
 			log.Error("rollback: removing veth", "error", e)
@@ -352,12 +361,14 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	if err != nil {
 		return cnierr.New(cnierr.Switch, fmt.Sprintf("creating OVS port %s: %v", hostIf, err), "check that ovs-vswitchd is running on the node")
 	}
+	phase("ovs_port")
 	ep := flows.Endpoint{OFPort: port.OFPort, MAC: mac, IPs: ips}
 	podFlows := flows.PodFlows(p.gw, ep)
 	if err := p.host.Apply(ctx, flow.NewBatch().AddFlows(podFlows...)); err != nil {
 		return cnierr.New(cnierr.Switch, fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, port.OFPort, err),
 			"see the agent log for the refused flow")
 	}
+	phase("flows")
 	undo = append(undo, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -370,6 +381,7 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	if err := p.st.put(rec); err != nil {
 		return err
 	}
+	phase("record")
 	for _, ip := range ips {
 		if ip.Is4() {
 			if e := veth.GratuitousARP(a.Netns, a.IfName, mac, ip); e != nil {
@@ -389,7 +401,8 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		}
 		resp.Routes = append(resp.Routes, sdk.Route{Dst: def, GW: l.Gateway})
 	}
-	log.Info("pod attached", "ips", ips, "mac", mac, "port", hostIf, "ofport", port.OFPort, "flows", len(podFlows))
+	phase("garp")
+	log.Info("pod attached", append([]any{"ips", ips, "mac", mac, "port", hostIf, "ofport", port.OFPort, "flows", len(podFlows)}, phases...)...)
 	return nil
 }
 
