@@ -33,7 +33,9 @@ type Error struct {
 }
 
 // New returns an *Error.
-func New(code uint, msg, details string) *Error { return &Error{Code: code, Msg: msg, Details: details} }
+func New(code uint, msg, details string) *Error {
+	return &Error{Code: code, Msg: msg, Details: details}
+}
 
 // Newf returns an *Error with a formatted message and no details.
 func Newf(code uint, format string, args ...any) *Error {

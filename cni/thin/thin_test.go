@@ -242,4 +242,3 @@ func TestDelWithoutPodArgs(t *testing.T) {
 		t.Errorf("agent saw container %q, want c0ffee", a.lastReq.GetContainerId())
 	}
 }
-
