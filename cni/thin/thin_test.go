@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,10 +31,16 @@ type agent struct {
 	add     func(*cnipb.CmdRequest) (*cnipb.AddResponse, error)
 	status  *cnipb.Error
 	lastReq *cnipb.CmdRequest
+	// block makes Add wait until the caller gives up.
+	block bool
 }
 
 func (a *agent) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddResponse, error) {
 	a.lastReq = r
+	if a.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return a.add(r)
 }
 
@@ -152,10 +158,7 @@ var cmpProto = cmp.Comparer(func(a, b *cnipb.PodRef) bool {
 })
 
 func TestErrorMapping(t *testing.T) {
-	slow := &agent{add: func(*cnipb.CmdRequest) (*cnipb.AddResponse, error) {
-		time.Sleep(3 * time.Second)
-		return okResult(nil)
-	}}
+	slow := &agent{block: true}
 	slowSock := serve(t, slow)
 	exhausted := &agent{add: func(*cnipb.CmdRequest) (*cnipb.AddResponse, error) {
 		return &cnipb.AddResponse{Error: &cnipb.Error{Code: uint32(cnierr.IPAMExhausted), Msg: "pod CIDR 10.244.1.0/30 is exhausted", Details: "free pods"}}, nil
@@ -242,3 +245,5 @@ func TestDelWithoutPodArgs(t *testing.T) {
 		t.Errorf("agent saw container %q, want c0ffee", a.lastReq.GetContainerId())
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -302,3 +303,5 @@ func TestNewRequiresHandlerAndStore(t *testing.T) {
 		t.Fatalf("New without store: err = %v", err)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
