@@ -29,9 +29,11 @@ type Engine struct {
 	nsByName map[string]int32
 	nsByKV   map[uint32][]int32
 
-	pods     []pod
-	podFree  []int32
-	podByKey map[podKey]int32
+	// Pods live in fixed-size chunks so growing never copies them.
+	podChunks [][]pod
+	nPods     int
+	podFree   []int32
+	podByKey  map[podKey]int32
 	// podsByNsKV: key ns<<32|kv lists the pods of ns carrying kv; kv 0 lists
 	// every pod of ns. podsByKV lists every pod carrying kv cluster-wide.
 	podsByNsKV map[uint64][]int32
@@ -163,19 +165,19 @@ func (e *Engine) UpsertPod(in Pod) {
 	if !ok {
 		pid = e.allocPod()
 		e.podByKey[key] = pid
-		e.pods[pid] = np
+		*e.pod(pid) = np
 		e.indexPod(pid)
 		e.beginCand()
 		e.addNsCand(ns, np.labels)
 		e.addClusterCand(np.labels, nsl)
 		for _, gid := range e.cand {
-			if g := e.groups[gid]; e.matches(g, &e.pods[pid]) {
+			if g := e.groups[gid]; e.matches(g, e.pod(pid)) {
 				e.addMember(g, pid)
 			}
 		}
 		return
 	}
-	p := &e.pods[pid]
+	p := e.pod(pid)
 	sameLabels := p.labels.equal(np.labels)
 	sameRest := p.node == np.node && slices.Equal(p.ips, np.ips) && slices.Equal(p.ports, np.ports)
 	if sameLabels && sameRest {
@@ -224,7 +226,7 @@ func (e *Engine) DeletePod(namespace, name string) {
 	if !ok {
 		return
 	}
-	p := &e.pods[pid]
+	p := e.pod(pid)
 	e.beginCand()
 	e.addNsCand(ns, p.labels)
 	e.addClusterCand(p.labels, e.nss[ns].labels)
@@ -233,7 +235,7 @@ func (e *Engine) DeletePod(namespace, name string) {
 	}
 	e.unindexPod(pid)
 	delete(e.podByKey, podKey{ns, name})
-	e.pods[pid] = pod{}
+	*e.pod(pid) = pod{}
 	e.podFree = append(e.podFree, pid)
 }
 
@@ -258,7 +260,7 @@ func (e *Engine) UpsertNamespace(name string, labels map[string]string) {
 	}
 	pods := slices.Clone(e.podsByNsKV[uint64(ns)<<32])
 	for _, pid := range pods {
-		p := &e.pods[pid]
+		p := e.pod(pid)
 		e.beginCand()
 		e.addClusterCand(p.labels, old)
 		e.addClusterCand(p.labels, nl)
@@ -289,12 +291,19 @@ func (e *Engine) allocPod() int32 {
 		e.podFree = e.podFree[:n-1]
 		return id
 	}
-	e.pods = append(e.pods, pod{})
-	return int32(len(e.pods) - 1)
+	if e.nPods%podChunk == 0 {
+		e.podChunks = append(e.podChunks, make([]pod, podChunk))
+	}
+	e.nPods++
+	return int32(e.nPods - 1)
 }
 
+const podChunk = 4096
+
+func (e *Engine) pod(pid int32) *pod { return &e.podChunks[pid/podChunk][pid%podChunk] }
+
 func (e *Engine) indexPod(pid int32) {
-	p := &e.pods[pid]
+	p := e.pod(pid)
 	base := uint64(p.ns) << 32
 	e.podsByNsKV[base] = append(e.podsByNsKV[base], pid)
 	for _, l := range p.labels {
@@ -304,7 +313,7 @@ func (e *Engine) indexPod(pid int32) {
 }
 
 func (e *Engine) unindexPod(pid int32) {
-	p := &e.pods[pid]
+	p := e.pod(pid)
 	base := uint64(p.ns) << 32
 	e.podsByNsKV[base] = removeID(e.podsByNsKV[base], pid)
 	for _, l := range p.labels {

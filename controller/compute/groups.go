@@ -86,30 +86,40 @@ func (e *Engine) acquire(spec *groupSpec) int32 {
 func (e *Engine) computeMembers(g *group) {
 	consider := func(pids []int32) {
 		for _, pid := range pids {
-			if e.matches(g, &e.pods[pid]) {
+			if e.matches(g, e.pod(pid)) {
 				g.members = append(g.members, pid)
 			}
+		}
+	}
+	// For a cluster group with both index keys, walk whichever is smaller:
+	// every pod carrying the pod key, or the pods carrying it (or all pods,
+	// without one) in the namespaces carrying the namespace key.
+	byNs := -1
+	if g.ns < 0 && g.nsKV != 0 {
+		byNs = 0
+		for _, ns := range e.nsByKV[g.nsKV] {
+			byNs += len(e.podsByNsKV[uint64(ns)<<32|uint64(g.podKV)])
 		}
 	}
 	switch {
 	case g.ns >= 0:
 		consider(e.podsByNsKV[uint64(g.ns)<<32|uint64(g.podKV)])
+	case byNs >= 0 && (g.podKV == 0 || byNs < len(e.podsByKV[g.podKV])):
+		for _, ns := range e.nsByKV[g.nsKV] {
+			consider(e.podsByNsKV[uint64(ns)<<32|uint64(g.podKV)])
+		}
 	case g.podKV != 0:
 		consider(e.podsByKV[g.podKV])
-	case g.nsKV != 0:
-		for _, ns := range e.nsByKV[g.nsKV] {
-			consider(e.podsByNsKV[uint64(ns)<<32])
-		}
 	default:
-		for pid := range e.pods {
-			if e.pods[pid].live && e.matches(g, &e.pods[pid]) {
+		for pid := range int32(e.nPods) {
+			if p := e.pod(pid); p.live && e.matches(g, p) {
 				g.members = append(g.members, int32(pid))
 			}
 		}
 	}
 	slices.Sort(g.members)
 	for _, pid := range g.members {
-		node := e.pods[pid].node
+		node := e.pod(pid).node
 		if i, ok := searchNC(g.nodes, node); ok {
 			g.nodes[i].n++
 		} else {
@@ -151,7 +161,7 @@ func (e *Engine) addMember(g *group, pid int32) {
 		return
 	}
 	g.members = slices.Insert(g.members, i, pid)
-	p := &e.pods[pid]
+	p := e.pod(pid)
 	if e.nWatched > 0 && len(g.agSpan) > 0 {
 		m := []Member{e.member(p)}
 		for _, nc := range g.agSpan {
@@ -167,7 +177,7 @@ func (e *Engine) removeMember(g *group, pid int32) {
 		return
 	}
 	g.members = slices.Delete(g.members, i, i+1)
-	p := &e.pods[pid]
+	p := e.pod(pid)
 	if e.nWatched > 0 && len(g.agSpan) > 0 {
 		m := []Member{e.member(p)}
 		for _, nc := range g.agSpan {
@@ -284,7 +294,7 @@ func (e *Engine) agSpanDec(ag *group, node int32) {
 func (e *Engine) members(g *group, node int32) []Member {
 	var out []Member
 	for _, pid := range g.members {
-		p := &e.pods[pid]
+		p := e.pod(pid)
 		if node < 0 || p.node == node {
 			out = append(out, e.member(p))
 		}
