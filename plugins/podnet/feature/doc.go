@@ -4,6 +4,12 @@
 // pipeline) — with the host's port and flow API, undoing every completed
 // step when a later one fails.
 //
+// CHECK verifies the pod interface (MAC, MTU, state, addresses, routes),
+// the host end, the OVS port and its ofport, and the IPAM allocation, and
+// validates the pod's computed flows. The SDK has no call to read flows
+// back from the switch, so whether they are still installed is not
+// checked; the host replays them after an ovs-vswitchd restart.
+//
 // Its own record of attached pods (state.go) is persisted, so after a
 // restart it re-submits every pod's flows before telling the host it is
 // synced, and pods keep their connectivity. Start at Podnet.Start and

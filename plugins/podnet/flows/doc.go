@@ -14,6 +14,12 @@
 //	ip    Switching      podnet.l2_forward    destination MAC → target port register
 //	ip    Output         podnet.output        output to the target port
 //
+// ARP for the gateway IP is forwarded to the gateway port, where the
+// node's kernel answers because it owns the address. That is the gateway's
+// ARP responder: it needs no controller round trip, keeps answering while
+// podnet restarts, and the SDK's set-field actions do not cover ARP header
+// fields an in-switch responder would rewrite.
+//
 // Pods get their addresses as host routes with the gateway as the only
 // on-link neighbour, so every IP packet from a pod is sent to the gateway
 // MAC and pod-to-pod traffic goes through l3_forward.
