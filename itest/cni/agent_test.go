@@ -159,6 +159,22 @@ func agentOf(t testing.TB, n *cluster.Node) *agent {
 	return a
 }
 
+// pluginPids lists the agent's child processes (its plugins).
+func pluginPids(t testing.TB, n *cluster.Node) []int {
+	pid := agentOf(t, n).proc.Pid()
+	var out []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, c := range strings.Fields(string(data)) {
+			var cpid int
+			fmt.Sscanf(c, "%d", &cpid)
+			out = append(out, cpid)
+		}
+	}
+	return out
+}
+
 // agentRSSMB returns the resident memory of the agent process and, summed,
 // of its plugin processes (its children).
 func agentRSSMB(t testing.TB, n *cluster.Node) (agentMB, pluginsMB float64) {
@@ -168,15 +184,9 @@ func agentRSSMB(t testing.TB, n *cluster.Node) (agentMB, pluginsMB float64) {
 	if err != nil {
 		t.Fatalf("reading agent RSS: %v", err)
 	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	for _, task := range tasks {
-		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
-		for _, c := range strings.Fields(string(data)) {
-			var cpid int
-			fmt.Sscanf(c, "%d", &cpid)
-			if mb, err := rssMB(cpid); err == nil {
-				pluginsMB += mb
-			}
+	for _, cpid := range pluginPids(t, n) {
+		if mb, err := rssMB(cpid); err == nil {
+			pluginsMB += mb
 		}
 	}
 	return agentMB, pluginsMB

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -397,5 +398,47 @@ func TestAgentDownMeansTryAgain(t *testing.T) {
 	a.start(t)
 	if e, out := runBinary(t, map[string]string{"CNI_COMMAND": "STATUS"}, conf); e != nil {
 		t.Errorf("STATUS after the agent is back: %+v %s", e, out)
+	}
+}
+
+// TestPodnetCrash kills the podnet plugin process: the agent restarts it,
+// the pods keep their connectivity throughout (the flows stay on the
+// switch), and ADD and DEL work again once the new incarnation runs.
+func TestPodnetCrash(t *testing.T) {
+	c, n := node1(t, cluster.Options{})
+	before := footprintOf(t, n)
+	a, b := mustPod(t, c, n, "a"), mustPod(t, c, n, "b")
+	old := pluginPids(t, n)
+	if len(old) != 1 {
+		t.Fatalf("want one plugin process under the agent, have %v", old)
+	}
+	pinged := make(chan string, 1)
+	go func() {
+		out, _ := netns.Exec(a.NetNS, "ping", "-c", "30", "-i", "0.1", "-W", "1", b.IP().String())
+		pinged <- out
+	}()
+	if out, err := testenv.Run("kill", "-9", fmt.Sprint(old[0])); err != nil {
+		t.Fatalf("killing podnet: %v %s", err, out)
+	}
+	if out := <-pinged; !strings.Contains(out, " 0% packet loss") {
+		t.Errorf("ping while podnet restarted lost packets:\n%s", out)
+	}
+	var p *pod
+	err := testenv.Eventually("a pod ADD to succeed after podnet restarted", 30*time.Second, 200*time.Millisecond, func() error {
+		var err error
+		p, err = addPod(t, n, "after")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reach(t, p.netns, a.IP())
+	if err := p.del(); err != nil {
+		t.Errorf("DEL after the restart: %v", err)
+	}
+	c.DeletePod(t, a)
+	c.DeletePod(t, b)
+	if diff := diffFootprint(before, footprintOf(t, n)); diff != "" {
+		t.Errorf("after DELs (-before +after):\n%s", diff)
 	}
 }
