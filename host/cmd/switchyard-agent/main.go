@@ -85,7 +85,7 @@ func run() error {
 			}
 			return cniserver.FromPlugin(p), true
 		},
-		Publish: a.PublishPodInterface,
+		Publish: a.PodInterfaceEvent,
 	})
 	if err != nil {
 		a.Stop()
