@@ -2,10 +2,11 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"switchyard.dev/switchyard/sdk/flow"
-	"switchyard.dev/switchyard/sdk/internal/toproto"
+	"switchyard.dev/switchyard/sdk/internal/fastwire"
 	"switchyard.dev/switchyard/sdk/internal/wire"
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
 )
@@ -22,7 +23,11 @@ var _ Host = (*hostClient)(nil)
 func fromStatus(err error) error { return wire.FromStatus(err, Sentinels()) }
 
 func (h *hostClient) Apply(ctx context.Context, b *flow.Batch) error {
-	_, err := h.c.Apply(ctx, toproto.Batch(b))
+	raw, err := fastwire.Append(nil, b)
+	if err != nil {
+		return fmt.Errorf("%w: encode batch: %v", ErrInvalid, err)
+	}
+	_, err = h.c.Apply(ctx, &pb.RawBatch{Batch: raw})
 	return fromStatus(err)
 }
 

@@ -2,10 +2,11 @@ package sdkhost
 
 import (
 	"context"
+	"fmt"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
-	"switchyard.dev/switchyard/sdk/internal/fromproto"
+	"switchyard.dev/switchyard/sdk/internal/fastwire"
 	"switchyard.dev/switchyard/sdk/internal/wire"
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
 )
@@ -33,8 +34,12 @@ var _ pb.HostServer = (*hostServer)(nil)
 
 func toStatus(err error) error { return wire.ToStatus(err, sdk.Sentinels()) }
 
-func (h *hostServer) Apply(ctx context.Context, b *pb.Batch) (*pb.ApplyResponse, error) {
-	if err := h.s.Apply(ctx, fromproto.Batch(b)); err != nil {
+func (h *hostServer) Apply(ctx context.Context, r *pb.RawBatch) (*pb.ApplyResponse, error) {
+	b, err := fastwire.Decode(r.GetBatch())
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: %v", sdk.ErrInvalid, err))
+	}
+	if err := h.s.Apply(ctx, b); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.ApplyResponse{}, nil

@@ -2074,6 +2074,54 @@ func (x *Batch) GetMeters() []*Meter {
 	return nil
 }
 
+// RawBatch carries a serialized Batch. Both sides encode and decode it with
+// hand-written code (internal/fastwire) that is tested against the
+// generated code for Batch; it exists because a batch is thousands of small
+// messages and generated objects cost a dozen allocations per flow.
+type RawBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         []byte                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RawBatch) Reset() {
+	*x = RawBatch{}
+	mi := &file_plugin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RawBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RawBatch) ProtoMessage() {}
+
+func (x *RawBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RawBatch.ProtoReflect.Descriptor instead.
+func (*RawBatch) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RawBatch) GetBatch() []byte {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type ApplyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2082,7 +2130,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2142,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2155,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{31}
+	return file_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 type PortRequest struct {
@@ -2123,7 +2171,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2183,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2196,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{32}
+	return file_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PortRequest) GetName() string {
@@ -2195,7 +2243,7 @@ type PortName struct {
 
 func (x *PortName) Reset() {
 	*x = PortName{}
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2255,7 @@ func (x *PortName) String() string {
 func (*PortName) ProtoMessage() {}
 
 func (x *PortName) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2268,7 @@ func (x *PortName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortName.ProtoReflect.Descriptor instead.
 func (*PortName) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{33}
+	return file_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PortName) GetName() string {
@@ -2242,7 +2290,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2302,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2315,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{34}
+	return file_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Port) GetName() string {
@@ -2310,7 +2358,7 @@ type PacketOutRequest struct {
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2370,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2383,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{35}
+	return file_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -2533,7 +2581,9 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05Batch\x120\n" +
 	"\x05flows\x18\x01 \x03(\v2\x1a.switchyard.plugin.v1.FlowR\x05flows\x123\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1b.switchyard.plugin.v1.GroupR\x06groups\x123\n" +
-	"\x06meters\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.MeterR\x06meters\"\x0f\n" +
+	"\x06meters\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.MeterR\x06meters\" \n" +
+	"\bRawBatch\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\fR\x05batch\"\x0f\n" +
 	"\rApplyResponse\"\xea\x02\n" +
 	"\vPortRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -2568,9 +2618,9 @@ const file_plugin_proto_rawDesc = "" +
 	"\bCNICheck\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12`\n" +
 	"\x11PodInterfaceEvent\x12..switchyard.plugin.v1.PodInterfaceEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12N\n" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
-	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x8d\x04\n" +
-	"\x04Host\x12I\n" +
-	"\x05Apply\x12\x1b.switchyard.plugin.v1.Batch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
+	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x90\x04\n" +
+	"\x04Host\x12L\n" +
+	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
 	"CreatePort\x12!.switchyard.plugin.v1.PortRequest\x1a\x1a.switchyard.plugin.v1.Port\x12I\n" +
 	"\n" +
@@ -2592,7 +2642,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_plugin_proto_goTypes = []any{
 	(*Empty)(nil),                    // 0: switchyard.plugin.v1.Empty
 	(*DescribeRequest)(nil),          // 1: switchyard.plugin.v1.DescribeRequest
@@ -2625,21 +2675,22 @@ var file_plugin_proto_goTypes = []any{
 	(*MeterBand)(nil),                // 28: switchyard.plugin.v1.MeterBand
 	(*Meter)(nil),                    // 29: switchyard.plugin.v1.Meter
 	(*Batch)(nil),                    // 30: switchyard.plugin.v1.Batch
-	(*ApplyResponse)(nil),            // 31: switchyard.plugin.v1.ApplyResponse
-	(*PortRequest)(nil),              // 32: switchyard.plugin.v1.PortRequest
-	(*PortName)(nil),                 // 33: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 34: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 35: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 36: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 37: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 38: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 39: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*RawBatch)(nil),                 // 31: switchyard.plugin.v1.RawBatch
+	(*ApplyResponse)(nil),            // 32: switchyard.plugin.v1.ApplyResponse
+	(*PortRequest)(nil),              // 33: switchyard.plugin.v1.PortRequest
+	(*PortName)(nil),                 // 34: switchyard.plugin.v1.PortName
+	(*Port)(nil),                     // 35: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 36: switchyard.plugin.v1.PacketOutRequest
+	nil,                              // 37: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 38: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 39: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 40: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	3,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	2,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	36, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	37, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	37, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	38, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
 	6,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	20, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	12, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
@@ -2661,8 +2712,8 @@ var file_plugin_proto_depIdxs = []int32{
 	25, // 22: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
 	27, // 23: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
 	29, // 24: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	38, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	39, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	39, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	40, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 	24, // 27: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
 	5,  // 28: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
 	1,  // 29: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
@@ -2674,11 +2725,11 @@ var file_plugin_proto_depIdxs = []int32{
 	16, // 35: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
 	17, // 36: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
 	19, // 37: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	30, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.Batch
-	32, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	33, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	33, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	35, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	31, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	33, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	34, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	34, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	36, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
 	0,  // 43: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
 	0,  // 44: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
 	4,  // 45: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
@@ -2690,10 +2741,10 @@ var file_plugin_proto_depIdxs = []int32{
 	0,  // 51: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
 	0,  // 52: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
 	0,  // 53: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	31, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	34, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	32, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	35, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
 	0,  // 56: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	34, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	35, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
 	0,  // 58: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
 	20, // 59: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
 	0,  // 60: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
@@ -2715,7 +2766,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

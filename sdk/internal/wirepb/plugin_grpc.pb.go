@@ -449,7 +449,8 @@ const (
 //
 // Host is served by the host over the go-plugin broker.
 type HostClient interface {
-	Apply(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*ApplyResponse, error)
+	// Apply carries an encoded Batch (see RawBatch).
+	Apply(ctx context.Context, in *RawBatch, opts ...grpc.CallOption) (*ApplyResponse, error)
 	CreatePort(ctx context.Context, in *PortRequest, opts ...grpc.CallOption) (*Port, error)
 	DeletePort(ctx context.Context, in *PortName, opts ...grpc.CallOption) (*Empty, error)
 	GetPort(ctx context.Context, in *PortName, opts ...grpc.CallOption) (*Port, error)
@@ -466,7 +467,7 @@ func NewHostClient(cc grpc.ClientConnInterface) HostClient {
 	return &hostClient{cc}
 }
 
-func (c *hostClient) Apply(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*ApplyResponse, error) {
+func (c *hostClient) Apply(ctx context.Context, in *RawBatch, opts ...grpc.CallOption) (*ApplyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApplyResponse)
 	err := c.cc.Invoke(ctx, Host_Apply_FullMethodName, in, out, cOpts...)
@@ -542,7 +543,8 @@ func (c *hostClient) Synced(ctx context.Context, in *Empty, opts ...grpc.CallOpt
 //
 // Host is served by the host over the go-plugin broker.
 type HostServer interface {
-	Apply(context.Context, *Batch) (*ApplyResponse, error)
+	// Apply carries an encoded Batch (see RawBatch).
+	Apply(context.Context, *RawBatch) (*ApplyResponse, error)
 	CreatePort(context.Context, *PortRequest) (*Port, error)
 	DeletePort(context.Context, *PortName) (*Empty, error)
 	GetPort(context.Context, *PortName) (*Port, error)
@@ -559,7 +561,7 @@ type HostServer interface {
 // pointer dereference when methods are called.
 type UnimplementedHostServer struct{}
 
-func (UnimplementedHostServer) Apply(context.Context, *Batch) (*ApplyResponse, error) {
+func (UnimplementedHostServer) Apply(context.Context, *RawBatch) (*ApplyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
 }
 func (UnimplementedHostServer) CreatePort(context.Context, *PortRequest) (*Port, error) {
@@ -602,7 +604,7 @@ func RegisterHostServer(s grpc.ServiceRegistrar, srv HostServer) {
 }
 
 func _Host_Apply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(Batch)
+	in := new(RawBatch)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -614,7 +616,7 @@ func _Host_Apply_Handler(srv interface{}, ctx context.Context, dec func(interfac
 		FullMethod: Host_Apply_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(HostServer).Apply(ctx, req.(*Batch))
+		return srv.(HostServer).Apply(ctx, req.(*RawBatch))
 	}
 	return interceptor(ctx, in, info, handler)
 }
