@@ -15,7 +15,7 @@ mkdir -p "$out"
 # (100k flows, 100 pods, 100k-pod policy workloads) take seconds per
 # iteration, so one iteration per run is the measurement.
 micro=(./host/openflow ./sdk/internal/fromproto)
-system=(./itest/openflow ./itest/host ./itest/cni ./controller/compute ./controller/distribute)
+system=(./itest/openflow ./itest/host ./itest/cni)
 
 run() { # benchtime pkg
   echo "bench: $2" >&2
@@ -27,6 +27,10 @@ run() { # benchtime pkg
 }
 for p in "${micro[@]}"; do run 1s "$p" | tee -a "$out/bench.txt"; done
 for p in "${system[@]}"; do run 1x "$p" | tee -a "$out/bench.txt"; done
+# The controller workloads each run in a process of their own, so that each
+# one's peak RSS is its own (see controller/hack/bench.sh).
+echo "bench: controller workloads" >&2
+COUNT="$count" bash controller/hack/bench.sh | tee -a "$out/bench.txt"
 
 GOBIN="$PWD/bin" go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 echo
