@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +111,30 @@ func TestThreeNodeCluster(t *testing.T) {
 			if d := closed.Diff(probe.Expect(eps[:1], eps[1:2], false, false)); d != "" {
 				t.Errorf("%s probe to a closed port reported reachable:\n%s", proto, d)
 			}
+		}
+
+		// A service on the root namespace's loopback (like the apiserver)
+		// reached from inside a node through Forward.
+		echo, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer echo.Close()
+		go func() {
+			for {
+				c, err := echo.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); io.Copy(c, c) }()
+			}
+		}()
+		inNode := cluster.Forward(t, c.Nodes[1].NetNS, "127.0.0.1:6443", echo.Addr().String())
+		if inNode != "127.0.0.1:6443" {
+			t.Errorf("Forward listened on %s, want 127.0.0.1:6443", inNode)
+		}
+		if err := probe.Check(c.Nodes[1].NetNS, probe.TCP, net.IPv4(127, 0, 0, 1), 6443, 0); err != nil {
+			t.Errorf("forwarded service not reachable from inside %s: %v", c.Nodes[1].Name, err)
 		}
 
 		// The kubelet path through libcni, with the reference plugins.
