@@ -470,7 +470,8 @@ func Decode(data []byte) (*flow.Batch, error) {
 	r := reader{b: data}
 	var meters, groups []flow.Op
 	flows := make([]decodedFlow, 0, n)
-	sl := &slabs{fields: make([]flow.MatchField, 0, 3*n), actions: make([]flow.Action, 0, 2*n), arena: make([]byte, 0, len(data))}
+	// Values are a small part of the encoding; the arena grows in chunks.
+	sl := &slabs{fields: make([]flow.MatchField, 0, 3*n), actions: make([]flow.Action, 0, 2*n), arena: make([]byte, 0, max(4096, len(data)/8))}
 	for num, typ, _, d, ok := r.next(); ok; num, typ, _, d, ok = r.next() {
 		if typ != protowire.BytesType {
 			continue
@@ -498,6 +499,14 @@ func Decode(data []byte) (*flow.Batch, error) {
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	// The host keeps decoded flows for as long as they are installed: trim
+	// the slabs to what was used so spare capacity is not kept with them.
+	if cap(sl.fields) > len(sl.fields)+len(sl.fields)/8 {
+		sl.fields = append([]flow.MatchField(nil), sl.fields...)
+	}
+	if cap(sl.actions) > len(sl.actions)+len(sl.actions)/8 {
+		sl.actions = append([]flow.Action(nil), sl.actions...)
 	}
 	out := &flow.Batch{Ops: make([]flow.Op, 0, len(meters)+len(groups)+len(flows))}
 	out.Ops = append(append(out.Ops, meters...), groups...)
