@@ -85,19 +85,37 @@ func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRespons
 	return h.Synced(ctx)
 }
 
+// fill installs n filler flows in batches, building the next batch while
+// the host applies the current one (the way a plugin with many flows should
+// submit them: its CPU work then overlaps the host's and the switch's).
 func fill(ctx context.Context, h sdk.Host, n, batch int) error {
 	if batch <= 0 {
 		batch = 5000
 	}
 	start := time.Now()
-	for i := 0; i < n; i += batch {
-		b := flow.NewBatch()
-		for j := i; j < min(n, i+batch); j++ {
-			b.AddFlows(FillerFlow(j))
+	batches := make(chan *flow.Batch, 1)
+	go func() {
+		defer close(batches)
+		for i := 0; i < n; i += batch {
+			b := flow.NewBatch()
+			for j := i; j < min(n, i+batch); j++ {
+				b.AddFlows(FillerFlow(j))
+			}
+			select {
+			case batches <- b:
+			case <-ctx.Done():
+				return
+			}
 		}
+	}()
+	i := 0
+	for b := range batches {
 		if err := h.Apply(ctx, b); err != nil {
-			return fmt.Errorf("filler flows %d..: %w", i, err)
+			for range batches { // let the builder finish
+			}
+			return fmt.Errorf("filler batch %d: %w", i, err)
 		}
+		i++
 	}
 	h.Logger().Info("filler flows installed", "flows", n, "took", time.Since(start))
 	return nil
