@@ -80,7 +80,7 @@ func main() {
 		for _, n := range c.Nodes {
 			for _, name := range []string{"a", "b"} {
 				pods = append(pods, c.AddPod(r, cluster.PodSpec{Name: fmt.Sprintf("%s-%d", name, n.Index), Namespace: "demo", Node: n,
-					Labels: map[string]string{"app": name}}))
+					Labels: map[string]string{"app": name, "node": n.Name}}))
 			}
 		}
 	})
@@ -122,8 +122,10 @@ func main() {
 			fmt.Printf("UNEXPECTED (got!want):\n%s\n", d)
 		}
 	}
-	fmt.Println("Same-node pod traffic flows through br-int; cross-node pod traffic waits for the tunnel plugin,")
-	fmt.Println("and NetworkPolicy enforcement for the netpol plugin (the controller already computes policies).")
+	fmt.Println("Same-node pod traffic flows through br-int; cross-node pod traffic waits for the tunnel plugin.")
+
+	showPolicySpans(r, cp, c)
+	fmt.Println("\nThe controller computes and streams each node its span; enforcing it in OVS is the netpol plugin's job, not written yet.")
 
 	if *hold {
 		fmt.Printf("\nCluster is up. Try:\n  KUBECONFIG=%s kubectl get nodes   (if kubectl is installed)\n  ip netns exec %s ping %s\nCtrl-C to tear down.\n", cp.Kubeconfig, c.Nodes[0].NetNS, c.Nodes[len(c.Nodes)-1].UnderlayIP)
