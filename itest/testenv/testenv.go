@@ -3,12 +3,15 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 )
 
 // T is the part of testing.TB the harness needs. *testing.T and *testing.B
@@ -47,12 +50,39 @@ func RunID() string {
 		// only sweeps runs whose process is gone.
 		if err := os.MkdirAll(BaseDir, 0o755); err == nil {
 			_ = os.WriteFile(ownerFile(runID), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+			pruneOwnerFiles()
 		}
 	})
 	return runID
 }
 
 func ownerFile(id string) string { return filepath.Join(BaseDir, "owner-"+Prefix+id) }
+
+// pruneOwnerFiles removes the owner files of runs that ended and left
+// nothing behind, so they do not pile up. A dead run that did leave
+// something keeps its file until `make clean-itest` sweeps it.
+func pruneOwnerFiles() {
+	owners, _ := filepath.Glob(filepath.Join(BaseDir, "owner-"+Prefix+"*"))
+	for _, f := range owners {
+		run := strings.TrimPrefix(filepath.Base(f), "owner-")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue // still alive
+		}
+		dirs, _ := filepath.Glob(filepath.Join(BaseDir, run+"-*"))
+		nss, _ := filepath.Glob(filepath.Join("/var/run/netns", run+"-*"))
+		if len(dirs) == 0 && len(nss) == 0 {
+			os.Remove(f)
+		}
+	}
+}
 
 // Name returns a run-unique name for a resource, e.g. "syt3fa9c1-n1".
 // Callers that name Linux interfaces must keep role short: the result must
