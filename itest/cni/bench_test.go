@@ -57,7 +57,7 @@ func BenchmarkCNI(b *testing.B) {
 		cfg: libcni.NewCNIConfigWithCacheDir([]string{n.CNIBinDir}, filepath.Join(n.Dir, "bench-cache"), nil)}
 	sy.diag = func() string {
 		vs, _ := os.ReadFile(filepath.Join(n.OVS.Dir, "ovs-vswitchd.log"))
-		return fmt.Sprintf("ovs-vswitchd log tail:\n%s\nagent log tail:\n%s", tail(string(vs), 30), agentOf(b, n).proc.Tail(30))
+		return fmt.Sprintf("ovs-vswitchd log tail:\n%s\nagent log tail:\n%s", tail(string(vs), 30), agentOf(b, n).Process.Tail(30))
 	}
 	for _, e := range []*benchEnv{bridge, sy} {
 		e.pods = make([]string, benchPods)

@@ -35,7 +35,7 @@ func TestChainedBandwidth(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := agentOf(t, n)
-	path, err := conflist.Write(conflist.Options{ConfDir: t.TempDir(), BinDir: n.CNIBinDir, Socket: a.socket, Bandwidth: true})
+	path, err := conflist.Write(conflist.Options{ConfDir: t.TempDir(), BinDir: n.CNIBinDir, Socket: a.CNISocket, Bandwidth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -351,7 +351,7 @@ func TestAgentRestartKeepsPods(t *testing.T) {
 		out, err := netns.Exec(a.NetNS, "ping", "-c", "40", "-i", "0.1", "-W", "1", b.IP().String())
 		pinged <- result{out, err}
 	}()
-	agentOf(t, n).restart(t)
+	agentOf(t, n).Restart(t)
 	r := <-pinged
 	if r.err != nil || !strings.Contains(r.out, " 0% packet loss") {
 		t.Errorf("ping across the agent restart lost packets: %v\n%s", r.err, r.out)
@@ -379,7 +379,7 @@ func TestAgentDownMeansTryAgain(t *testing.T) {
 	}
 	conf := strings.Replace(string(list.Plugins[0].Bytes), "{", fmt.Sprintf(`{"cniVersion":%q,"name":%q,`, list.CNIVersion, list.Name), 1)
 	a := agentOf(t, n)
-	a.stop()
+	a.Stop()
 	pod := createNetns(t, "down")
 	for _, tc := range []struct {
 		cmd  string
@@ -391,11 +391,11 @@ func TestAgentDownMeansTryAgain(t *testing.T) {
 		if e == nil {
 			t.Fatalf("%s with the agent down succeeded: %s", tc.cmd, out)
 		}
-		if e.Code != tc.code || !strings.Contains(e.Msg, "agent is not running") || !strings.Contains(e.Msg, a.socket) {
-			t.Errorf("%s: code %d %q, want code %d saying the agent at %s is not running", tc.cmd, e.Code, e.Msg, tc.code, a.socket)
+		if e.Code != tc.code || !strings.Contains(e.Msg, "agent is not running") || !strings.Contains(e.Msg, a.CNISocket) {
+			t.Errorf("%s: code %d %q, want code %d saying the agent at %s is not running", tc.cmd, e.Code, e.Msg, tc.code, a.CNISocket)
 		}
 	}
-	a.start(t)
+	a.Run(t)
 	if e, out := runBinary(t, map[string]string{"CNI_COMMAND": "STATUS"}, conf); e != nil {
 		t.Errorf("STATUS after the agent is back: %+v %s", e, out)
 	}

@@ -23,7 +23,7 @@ func TestEverySpecVersion(t *testing.T) {
 	before := footprintOf(t, n)
 	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
-			data, err := conflist.Render(conflist.Options{CNIVersion: v, Socket: a.socket})
+			data, err := conflist.Render(conflist.Options{CNIVersion: v, Socket: a.CNISocket})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,6 +31,12 @@ type Options struct {
 	Enabled []string
 	// LogLevel of the agent (default info).
 	LogLevel string
+	// PodCIDRs overrides the node's pod CIDRs (e.g. a tiny range to
+	// exhaust IPAM).
+	PodCIDRs []string
+	// MaxFlows, if set, limits every enabled plugin's flows (failure
+	// injection: the host refuses the batch that would cross it).
+	MaxFlows int
 }
 
 // Agent is a running switchyard-agent.
@@ -40,6 +46,8 @@ type Agent struct {
 	ConfigPath string
 	CNISocket  string
 	Process    *testenv.Process
+
+	bin string
 }
 
 // Start configures and starts the agent on n and installs CNI there.
@@ -58,9 +66,12 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 		}
 	}
 	a.CNISocket = filepath.Join(a.Dir, "sock", "cni.sock")
-	cidrs := []string{n.PodCIDR.String()}
-	if n.PodCIDRv6 != nil {
-		cidrs = append(cidrs, n.PodCIDRv6.String())
+	cidrs := o.PodCIDRs
+	if cidrs == nil {
+		cidrs = []string{n.PodCIDR.String()}
+		if n.PodCIDRv6 != nil {
+			cidrs = append(cidrs, n.PodCIDRv6.String())
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "nodeName: %s\n", n.Name)
@@ -75,13 +86,30 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 		if !ok {
 			t.Fatalf("plugin %q enabled on %s but no binary was built for it", name, n.Name)
 		}
-		fmt.Fprintf(&b, "- name: %s\n  path: %s\n  config:\n    stateDir: %s\n", name, path, filepath.Join(n.Dir, name))
+		fmt.Fprintf(&b, "- name: %s\n  path: %s\n", name, path)
+		if o.MaxFlows != 0 {
+			fmt.Fprintf(&b, "  limits:\n    maxFlows: %d\n", o.MaxFlows)
+		}
+		fmt.Fprintf(&b, "  config:\n    stateDir: %s\n", filepath.Join(n.Dir, name))
 	}
 	a.ConfigPath = filepath.Join(a.Dir, "agent.yaml")
 	if err := os.WriteFile(a.ConfigPath, []byte(b.String()), 0o644); err != nil {
 		t.Fatalf("%v", err)
 	}
-	a.Process = n.StartProcess(t, "switchyard-agent", o.Bins.Agent, []string{"--config", a.ConfigPath})
+	a.bin = o.Bins.Agent
+	a.Run(t)
+	if _, err := conflist.Install(o.Bins.CNI, conflist.Options{ConfDir: n.CNIConfDir, BinDir: n.CNIBinDir, Socket: a.CNISocket}); err != nil {
+		t.Fatalf("installing CNI on %s: %v", n.Name, err)
+	}
+	return a
+}
+
+// Run starts the agent process (again, after Stop) and waits until it
+// answers CNI STATUS.
+func (a *Agent) Run(t testenv.T) {
+	t.Helper()
+	n := a.Node
+	a.Process = n.StartProcess(t, "switchyard-agent", a.bin, []string{"--config", a.ConfigPath})
 	err := testenv.Eventually("switchyard-agent on "+n.Name+" to answer CNI STATUS on "+a.CNISocket, 60*time.Second, 100*time.Millisecond, func() error {
 		if a.Process.Exited() {
 			return testenv.Permanent(fmt.Errorf("switchyard-agent on %s exited:\n%s", n.Name, a.Process.Tail(30)))
@@ -89,12 +117,24 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 		return a.Status()
 	})
 	if err != nil {
+		a.Process.Kill()
 		t.Fatalf("%v\nagent log (%s):\n%s", err, a.Process.LogPath, a.Process.Tail(30))
 	}
-	if _, err := conflist.Install(o.Bins.CNI, conflist.Options{ConfDir: n.CNIConfDir, BinDir: n.CNIBinDir, Socket: a.CNISocket}); err != nil {
-		t.Fatalf("installing CNI on %s: %v", n.Name, err)
+}
+
+// Stop ends the agent with SIGTERM, as a rolling update would; its plugins
+// stop with it and the flows stay on the switch.
+func (a *Agent) Stop() {
+	if a.Process != nil {
+		a.Process.Stop(10 * time.Second)
 	}
-	return a
+}
+
+// Restart stops the agent and runs it again.
+func (a *Agent) Restart(t testenv.T) {
+	t.Helper()
+	a.Stop()
+	a.Run(t)
 }
 
 // Status asks the agent's CNI server whether it can serve ADDs now.

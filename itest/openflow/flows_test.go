@@ -84,4 +84,3 @@ func parseDump(out string) []string {
 	sort.Strings(lines)
 	return lines
 }
-
