@@ -61,7 +61,6 @@ type Podnet struct {
 	ipam     *ipam.Allocator
 	st       *state
 	gw       flows.Endpoint
-	gwV      []netip.Addr
 }
 
 var (
