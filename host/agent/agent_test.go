@@ -243,6 +243,40 @@ func TestSyncSweepsStaleRounds(t *testing.T) {
 	}
 }
 
+func TestSyncSweepsStaleGroups(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	g := func(id uint32) flow.Group {
+		return flow.Group{ID: id, Type: flow.GroupAll, Buckets: []flow.Bucket{{Actions: []flow.Action{flow.Output(1)}}}}
+	}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddGroup(g(1)).AddGroup(g(2)), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	register(t, a, "a", tVal) // restart: only group 2 is written again
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddGroup(g(2)), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Synced(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	sw.mu.Lock()
+	last := sw.bundles[len(sw.bundles)-1]
+	sw.mu.Unlock()
+	var deleted []uint32
+	for _, m := range last {
+		if gm, ok := m.(*openflow.GroupMod); ok && gm.Command == openflow.GroupDelete {
+			deleted = append(deleted, gm.GroupID)
+		}
+	}
+	if diff := cmp.Diff([]uint32{pipeline.GroupID(1, 1)}, deleted); diff != "" {
+		t.Errorf("swept groups (-want +got):\n%s", diff)
+	}
+	if gs := a.store.Groups("a"); len(gs) != 1 || gs[0].Group.ID != 2 {
+		t.Errorf("store groups after sweep: %v", gs)
+	}
+}
+
 func TestHotLoadRepointsNextTable(t *testing.T) {
 	ctx := context.Background()
 	a, sw, _ := newTestAgent(t)

@@ -41,9 +41,9 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 			}
 			ops = append(ops, flowstore.Op{Kind: op.Kind, Flow: r})
 		case op.Group != nil:
-			ops = append(ops, flowstore.Op{Kind: op.Kind, Group: op.Group, Prefix: p.Prefix})
+			ops = append(ops, flowstore.Op{Kind: op.Kind, Group: op.Group, Prefix: p.Prefix, Round: p.Round})
 		case op.Meter != nil:
-			ops = append(ops, flowstore.Op{Kind: op.Kind, Meter: op.Meter, Prefix: p.Prefix})
+			ops = append(ops, flowstore.Op{Kind: op.Kind, Meter: op.Meter, Prefix: p.Prefix, Round: p.Round})
 		}
 	}
 	return a.applyLocked(ctx, owner, ops, lim.MaxFlows)
@@ -186,11 +186,23 @@ func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
 			Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, r, 0)}})
 	}
 	stale := a.store.Stale(owner, p.Round)
+	// Groups and meters of earlier rounds that this round did not write
+	// again go too (after the flows that might use them).
+	staleGroups, staleMeters := a.store.StaleObjects(owner, p.Round)
+	for _, g := range staleGroups {
+		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.Global})
+	}
 	if len(msgs) > 0 {
 		if err := a.sw.Bundle(ctx, msgs, true); err != nil {
 			return 0, fmt.Errorf("%w: plugin %q: sweeping stale rounds %v: %v", sdk.ErrSwitch, owner, p.Unswept, err)
 		}
 	}
+	for _, m := range staleMeters {
+		if _, err := a.sw.Request(ctx, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.Global}); err != nil {
+			a.log.Error("sweep stale meter", "plugin", owner, "meter", m.Global, "error", err)
+		}
+	}
+	a.store.ForgetObjects(owner, staleGroups, staleMeters)
 	a.store.Forget(owner, stale)
 	a.arb.Swept(owner)
 	a.saveStateLocked()

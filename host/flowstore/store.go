@@ -21,6 +21,7 @@ type GroupEntry struct {
 	Owner  string
 	Global uint32
 	Prefix uint16
+	Round  uint16 // the owner's round that last wrote it
 	Group  *flow.Group
 }
 
@@ -28,6 +29,7 @@ type GroupEntry struct {
 type MeterEntry struct {
 	Owner  string
 	Global uint32
+	Round  uint16 // the owner's round that last wrote it
 	Meter  *flow.Meter
 }
 
@@ -80,6 +82,7 @@ type Op struct {
 	Group  *flow.Group        // plugin-local ID
 	Meter  *flow.Meter        // plugin-local ID
 	Prefix uint16             // owner's prefix, for group/meter IDs
+	Round  uint16             // owner's round, recorded on groups/meters
 }
 
 // Plan checks ops of owner against the store: conflicts with other owners,
@@ -125,10 +128,10 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 			}
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e})
 		case op.Group != nil:
-			g := &GroupEntry{Owner: owner, Global: pipeline.GroupID(op.Prefix, op.Group.ID), Prefix: op.Prefix, Group: op.Group}
+			g := &GroupEntry{Owner: owner, Global: pipeline.GroupID(op.Prefix, op.Group.ID), Prefix: op.Prefix, Round: op.Round, Group: op.Group}
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Group: g})
 		case op.Meter != nil:
-			m := &MeterEntry{Owner: owner, Global: pipeline.MeterID(op.Prefix, op.Meter.ID), Meter: op.Meter}
+			m := &MeterEntry{Owner: owner, Global: pipeline.MeterID(op.Prefix, op.Meter.ID), Round: op.Round, Meter: op.Meter}
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Meter: m})
 		}
 	}
@@ -242,6 +245,39 @@ func (s *Store) Stale(owner string, round uint16) []*Entry {
 		}
 	}
 	return out
+}
+
+// StaleObjects returns owner's groups and meters last written by another
+// round than round (groups and meters carry no cookie, so only the store
+// knows them).
+func (s *Store) StaleObjects(owner string, round uint16) ([]*GroupEntry, []*MeterEntry) {
+	var gs []*GroupEntry
+	var ms []*MeterEntry
+	for _, g := range s.Groups(owner) {
+		if g.Round != round {
+			gs = append(gs, g)
+		}
+	}
+	for _, m := range s.Meters(owner) {
+		if m.Round != round {
+			ms = append(ms, m)
+		}
+	}
+	return gs, ms
+}
+
+// ForgetObjects drops groups and meters from the store.
+func (s *Store) ForgetObjects(owner string, gs []*GroupEntry, ms []*MeterEntry) {
+	o := s.owners[owner]
+	if o == nil {
+		return
+	}
+	for _, g := range gs {
+		delete(o.groups, g.Global)
+	}
+	for _, m := range ms {
+		delete(o.meters, m.Global)
+	}
 }
 
 // Forget drops entries from the store (after the switch deleted them).
