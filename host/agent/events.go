@@ -2,16 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/sdkhost"
 )
-
-// ErrNoCNIPlugin is returned when no running plugin has the CNI capability.
-var ErrNoCNIPlugin = errors.New("no running plugin handles CNI")
 
 // running returns the current process of every plugin with capability c,
 // in config order.
@@ -43,46 +38,6 @@ func (a *Agent) running(c sdk.Capability) []struct {
 		r.mu.Unlock()
 	}
 	return out
-}
-
-// CNIAdd forwards a CNI ADD to the plugin holding the CNI capability (the
-// first in config order) and, on success, tells the pod-interface
-// subscribers. It is the host's side of the CNI server.
-func (a *Agent) CNIAdd(ctx context.Context, args sdk.CNIArgs) (*sdk.CNIAddResponse, error) {
-	ps := a.running(sdk.CapCNI)
-	if len(ps) == 0 {
-		return nil, ErrNoCNIPlugin
-	}
-	resp, err := ps[0].p.CNIAdd(ctx, args)
-	if err != nil {
-		return nil, fmt.Errorf("plugin %q: CNI ADD %s: %w", ps[0].name, args.ContainerID, err)
-	}
-	a.PodInterfaceEvent(ctx, sdk.PodInterfaceEventRequest{Kind: sdk.PodInterfaceAdded, Interface: resp.Interface})
-	return resp, nil
-}
-
-// CNIDel forwards a CNI DEL to the CNI plugin.
-func (a *Agent) CNIDel(ctx context.Context, args sdk.CNIArgs) error {
-	ps := a.running(sdk.CapCNI)
-	if len(ps) == 0 {
-		return ErrNoCNIPlugin
-	}
-	if err := ps[0].p.CNIDel(ctx, args); err != nil {
-		return fmt.Errorf("plugin %q: CNI DEL %s: %w", ps[0].name, args.ContainerID, err)
-	}
-	return nil
-}
-
-// CNICheck forwards a CNI CHECK to the CNI plugin.
-func (a *Agent) CNICheck(ctx context.Context, args sdk.CNIArgs) error {
-	ps := a.running(sdk.CapCNI)
-	if len(ps) == 0 {
-		return ErrNoCNIPlugin
-	}
-	if err := ps[0].p.CNICheck(ctx, args); err != nil {
-		return fmt.Errorf("plugin %q: CNI CHECK %s: %w", ps[0].name, args.ContainerID, err)
-	}
-	return nil
 }
 
 // PodInterfaceEvent tells every subscribed plugin, in config order. A
