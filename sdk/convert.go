@@ -24,14 +24,6 @@ func toPBaddrs(as []netip.Addr) []string {
 	return out
 }
 
-func toPBprefixes(ps []netip.Prefix) []string {
-	var out []string
-	for _, p := range ps {
-		out = append(out, p.String())
-	}
-	return out
-}
-
 func toPBaddr(a netip.Addr) string {
 	if !a.IsValid() {
 		return ""

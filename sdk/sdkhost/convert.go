@@ -100,18 +100,6 @@ func fromPBaddrs(ss []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func fromPBprefixes(ss []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range ss {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
 func fromPBaddr(s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, nil
