@@ -252,9 +252,9 @@ func TestExhaustedCIDR(t *testing.T) {
 
 func TestFlowFailureRollsBack(t *testing.T) {
 	// Room for podnet's base flows (output, six gateway flows, the host's
-	// miss flow for l3_forward) and one pod of eight: the second pod's
+	// miss flow for l3_forward) and one pod of nine: the second pod's
 	// flows are refused by the host's per-plugin limit.
-	c, n := node1(t, cluster.Options{StartAgent: agentStarter(agentOptions{maxFlows: 8 + 8})})
+	c, n := node1(t, cluster.Options{StartAgent: agentStarter(agentOptions{maxFlows: 8 + 9})})
 	mustPod(t, c, n, "p1")
 	before := footprintOf(t, n)
 	_, err := addPod(t, n, "p2")
@@ -440,5 +440,48 @@ func TestPodnetCrash(t *testing.T) {
 	c.DeletePod(t, b)
 	if diff := diffFootprint(before, footprintOf(t, n)); diff != "" {
 		t.Errorf("after DELs (-before +after):\n%s", diff)
+	}
+}
+
+// TestGatewayARPAnsweredBySwitch: with the gateway's kernel interface down,
+// nothing on the node can answer ARP, yet a pod still resolves its gateway
+// to the gateway's MAC, because podnet's responder flow answers in the
+// switch (and the kernel no longer answers on the pod's host veth with the
+// veth's own MAC).
+func TestGatewayARPAnsweredBySwitch(t *testing.T) {
+	c, n := node1(t, cluster.Options{})
+	a := mustPod(t, c, n, "a")
+	gw := net.ParseIP("10.244.1.1")
+	if _, err := n.Exec("ip", "link", "set", "sy-gw0", "down"); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Exec("ip", "link", "set", "sy-gw0", "up")
+	if _, err := netns.Exec(a.NetNS, "ip", "neigh", "flush", "all"); err != nil {
+		t.Fatal(err)
+	}
+	// The ping itself cannot be answered (the gateway is down); it only
+	// makes the pod ask for the gateway's MAC.
+	netns.Exec(a.NetNS, "ping", "-c", "1", "-W", "1", gw.String())
+	out, err := netns.Exec(a.NetNS, "ip", "neigh", "show", gw.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwMAC, err := n.Exec("cat", "/sys/class/net/sy-gw0/address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "lladdr "+strings.TrimSpace(gwMAC)) {
+		t.Fatalf("pod did not learn the gateway MAC %s with sy-gw0 down; neighbour table:\n%s\nflows:\n%s",
+			strings.TrimSpace(gwMAC), out, n.OVS.Ofctl(t, "dump-flows", "br-int", "arp"))
+	}
+	flows := n.OVS.Ofctl(t, "dump-flows", "br-int", "arp,arp_op=1,arp_tpa="+gw.String())
+	hit := false
+	for _, l := range strings.Split(flows, "\n") {
+		if strings.Contains(l, "IN_PORT") && strings.Contains(l, "arp_op=1") && !strings.Contains(l, "n_packets=0,") {
+			hit = true
+		}
+	}
+	if !hit {
+		t.Errorf("no responder flow (arp_op=1 … IN_PORT) was hit:\n%s", flows)
 	}
 }

@@ -108,6 +108,27 @@ func SetTunDst(a netip.Addr) Action {
 func SetTunID(id uint64) Action {
 	return Action{Kind: ActSetField, SetKind: MatchTunID, Value: be(8, id)}
 }
+
+// The ARP setters rewrite an ARP packet in place, which is how a plugin
+// answers ARP from the switch itself (turn a request into a reply and send
+// it back out of the port it came in on).
+func SetARPOp(op uint16) Action {
+	return Action{Kind: ActSetField, SetKind: MatchARPOp, Value: be(2, uint64(op))}
+}
+func SetARPSha(mac net.HardwareAddr) Action {
+	return Action{Kind: ActSetField, SetKind: MatchARPSha, Value: []byte(mac)}
+}
+func SetARPTha(mac net.HardwareAddr) Action {
+	return Action{Kind: ActSetField, SetKind: MatchARPTha, Value: []byte(mac)}
+}
+func SetARPSpa(a netip.Addr) Action {
+	b := a.As4()
+	return Action{Kind: ActSetField, SetKind: MatchARPSpa, Value: b[:]}
+}
+func SetARPTpa(a netip.Addr) Action {
+	b := a.As4()
+	return Action{Kind: ActSetField, SetKind: MatchARPTpa, Value: b[:]}
+}
 func SetVlanVID(vid uint16) Action {
 	return Action{Kind: ActSetField, SetKind: MatchVlanVID, Value: be(2, uint64(vid))}
 }
@@ -145,7 +166,8 @@ func (a Action) Validate() error {
 		return nil
 	case ActSetField:
 		switch a.SetKind {
-		case MatchEthSrc, MatchEthDst, MatchIPv4Src, MatchIPv4Dst, MatchTunDst, MatchTunID, MatchVlanVID:
+		case MatchEthSrc, MatchEthDst, MatchIPv4Src, MatchIPv4Dst, MatchTunDst, MatchTunID, MatchVlanVID,
+			MatchARPOp, MatchARPSpa, MatchARPTpa, MatchARPSha, MatchARPTha:
 		default:
 			return fmt.Errorf("set_field of %s is not supported", a.SetKind)
 		}

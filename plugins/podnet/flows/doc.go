@@ -7,18 +7,21 @@
 //
 //	root  Classifier     podnet.classifier    in_port → packet source; ARP → arp pipeline, IP → ip pipeline
 //	arp   Validation     podnet.arp_guard     pod may only claim its own IP and MAC; gateway trusted
-//	arp   Output         podnet.arp_forward   deliver by target IP: the pod, or the gateway, which
-//	                                          answers ARP for the gateway IP itself (it owns it)
+//	arp   Output         podnet.arp_forward   a pod's request for the gateway is answered here (ARP
+//	                                          responder); others are delivered by target IP
+//	                                          to the pod or to the gateway port
 //	ip    Validation     podnet.ip_guard      pod may only send from its own IP and MAC
 //	ip    Routing        podnet.l3_forward    to the gateway MAC, for a local pod IP: rewrite MACs, dec_ttl
 //	ip    Switching      podnet.l2_forward    destination MAC → target port register
 //	ip    Output         podnet.output        output to the target port
 //
-// ARP for the gateway IP is forwarded to the gateway port, where the
-// node's kernel answers because it owns the address. That is the gateway's
-// ARP responder: it needs no controller round trip, keeps answering while
-// podnet restarts, and the SDK's set-field actions do not cover ARP header
-// fields an in-switch responder would rewrite.
+// The gateway's ARP responder is one flow per pod: it matches the pod's
+// request for the gateway IP and rewrites it in place into the reply (the
+// pod's MAC and IP are known, so every field is a constant set_field) and
+// sends it back out of in_port. It needs no controller round trip and keeps
+// answering while podnet restarts, since the flows stay on the switch. ARP
+// for the gateway IP from anywhere else still reaches the gateway port,
+// where the node's kernel owns the address.
 //
 // Pods get their addresses as host routes with the gateway as the only
 // on-link neighbour, so every IP packet from a pod is sent to the gateway

@@ -36,10 +36,29 @@ func Tables() []sdk.Table {
 
 // Priorities. Specific pod flows sit above the gateway's catch-alls.
 const (
-	prioPod     = 200
-	prioPodHigh = 210
-	prioGateway = 100
+	prioPod       = 200
+	prioPodHigh   = 210
+	prioResponder = 220
+	prioGateway   = 100
 )
+
+// ARP opcodes (RFC 826).
+const (
+	arpRequest = 1
+	arpOpReply = 2
+)
+
+// arpReply rewrites a request from (podMAC, podIP) for gwIP into the reply
+// gwMAC gives, and sends it back to the asking port.
+func arpReply(gwMAC net.HardwareAddr, gwIP netip.Addr, podMAC net.HardwareAddr, podIP netip.Addr) []flow.Action {
+	return []flow.Action{
+		flow.SetEthDst(podMAC), flow.SetEthSrc(gwMAC),
+		flow.SetARPOp(arpOpReply),
+		flow.SetARPTha(podMAC), flow.SetARPTpa(podIP),
+		flow.SetARPSha(gwMAC), flow.SetARPSpa(gwIP),
+		flow.OutputInPort(),
+	}
+}
 
 // Endpoint is a port on br-int with its addresses: the gateway or a pod.
 type Endpoint struct {
@@ -131,7 +150,8 @@ func PodFlows(gw, pod Endpoint) []flow.Flow {
 	in := flow.Match{}.InPort(pod.OFPort)
 	src := []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceLocal)}
 	var fs []flow.Flow
-	if ip, ok := pod.ip4(); ok {
+	gwIP, gwOK := gw.ip4()
+	if ip, ok := pod.ip4(); ok && gwOK {
 		fs = append(fs,
 			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.ARP(), Actions: src,
 				Goto: flow.GotoPipeline(flow.PipelineARP, flow.StageValidation)},
@@ -140,6 +160,12 @@ func PodFlows(gw, pod Endpoint) []flow.Flow {
 			// Spoof guard: sender IP and MAC must both be the pod's own.
 			flow.Flow{Table: ARPGuard, Priority: prioPod, Match: in.ARP().EthSrc(pod.MAC).ARPSha(pod.MAC).ARPSpa(ip), Goto: flow.NextTable()},
 			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv4().EthSrc(pod.MAC).IPv4Src(ip), Goto: flow.NextTable()},
+			// ARP responder: the switch answers the pod's request for its
+			// gateway itself, turning the request into the reply in place
+			// and sending it back where it came from. Pods resolve their
+			// gateway without a round trip to the node's kernel.
+			flow.Flow{Table: ARPForward, Priority: prioResponder, Match: in.ARP().ARPOp(arpRequest).ARPTpa(gwIP),
+				Actions: arpReply(gw.MAC, gwIP, pod.MAC, ip)},
 			// ARP for the pod's IP reaches the pod; the pod's own
 			// announcement (gratuitous ARP) goes to the gateway.
 			flow.Flow{Table: ARPForward, Priority: prioPod, Match: flow.Match{}.ARP().ARPTpa(ip), Actions: []flow.Action{flow.Output(pod.OFPort)}},

@@ -136,6 +136,18 @@ func hostUp(c Config) error {
 	if err != nil {
 		return fmt.Errorf("host end %s: %w", c.HostIfName, err)
 	}
+	// The host end is a switch port, but on the userspace datapath the
+	// node's kernel sees its packets too, and would answer the pod's ARP
+	// (and neighbour solicitations) for the gateway address, which the node
+	// owns, with the veth's own MAC. Which answer the pod keeps would then
+	// be a race, and frames to the veth MAC go nowhere in the pipeline. So
+	// the kernel is told to stay out of address resolution on it.
+	if err := netlink.LinkSetARPOff(link); err != nil {
+		return fmt.Errorf("turning ARP off on host end %s: %w", c.HostIfName, err)
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+c.HostIfName+"/disable_ipv6", []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("turning IPv6 off on host end %s: %w", c.HostIfName, err)
+	}
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("setting host end %s up: %w", c.HostIfName, err)
 	}
