@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/cache"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -28,6 +30,28 @@ type Client struct {
 	c      client.Client
 	bridge string
 	log    *slog.Logger
+
+	// ifaceChanged is closed (and replaced) whenever the monitored
+	// Interface table changes, so WaitOFPort wakes the moment ovs-vswitchd
+	// writes an ofport instead of on its next poll.
+	ifaceMu      sync.Mutex
+	ifaceChanged chan struct{}
+}
+
+func (c *Client) interfaceChanged() <-chan struct{} {
+	c.ifaceMu.Lock()
+	defer c.ifaceMu.Unlock()
+	return c.ifaceChanged
+}
+
+func (c *Client) notifyInterface(table string) {
+	if table != "Interface" {
+		return
+	}
+	c.ifaceMu.Lock()
+	close(c.ifaceChanged)
+	c.ifaceChanged = make(chan struct{})
+	c.ifaceMu.Unlock()
 }
 
 // Dial connects to endpoint (e.g. "unix:/var/run/openvswitch/db.sock") and
@@ -51,7 +75,12 @@ func Dial(ctx context.Context, endpoint, bridge string, log *slog.Logger) (*Clie
 		c.Close()
 		return nil, fmt.Errorf("monitor ovsdb at %s: %w", endpoint, err)
 	}
-	return &Client{c: c, bridge: bridge, log: log}, nil
+	cl := &Client{c: c, bridge: bridge, log: log, ifaceChanged: make(chan struct{})}
+	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc:    func(table string, _ model.Model) { cl.notifyInterface(table) },
+		UpdateFunc: func(table string, _, _ model.Model) { cl.notifyInterface(table) },
+	})
+	return cl, nil
 }
 
 // Close disconnects.
@@ -312,9 +341,14 @@ func (c *Client) DeletePort(ctx context.Context, name string) error {
 // number, and returns it. A port vswitchd could not open fails with the
 // interface's error text.
 func (c *Client) WaitOFPort(ctx context.Context, name string) (uint32, error) {
+	// The ticker is only a safety net (e.g. a reconnect that replaced the
+	// cache); the cache event normally wakes the loop first.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// Take the channel before reading, so a change landing between the
+		// read and the select still wakes us.
+		changed := c.interfaceChanged()
 		p, err := c.Port(ctx, name)
 		if err != nil && !errors.Is(err, ErrNoPort) {
 			return 0, err
@@ -330,6 +364,7 @@ func (c *Client) WaitOFPort(ctx context.Context, name string) (uint32, error) {
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("waiting for the ofport of %q: %w", name, ctx.Err())
+		case <-changed:
 		case <-tick.C:
 		}
 	}
