@@ -38,6 +38,7 @@ var matchFields = map[flow.MatchKind]openflow.Field{
 	flow.MatchTunID:    openflow.FieldTunID,
 	flow.MatchTunDst:   openflow.FieldTunIPv4Dst,
 	flow.MatchMetadata: openflow.FieldMetadata,
+	flow.MatchConjID:   openflow.FieldConjID,
 }
 
 func reg(b flow.Bits) openflow.Field { return openflow.FieldReg0 + openflow.Field(b.Reg) }
@@ -109,6 +110,9 @@ func Actions(as []flow.Action, c *Context) ([]openflow.Action, error) {
 				return nil, err
 			}
 			oa = openflow.OutputReg{Src: openflow.Bits(reg(b), int(b.Offset), int(b.Width))}
+		case flow.ActConjunction:
+			k, n := a.ConjunctionClause()
+			oa = openflow.Conjunction{ID: uint32(a.Uint), Clause: k, NClauses: n}
 		case flow.ActController:
 			oa = openflow.Controller{MaxLen: a.MaxLen, Userdata: a.Userdata, Reason: openflow.ReasonAction}
 		case flow.ActSetField:

@@ -47,6 +47,11 @@ func TestFlowGolden(t *testing.T) {
 			"cookie=0x1000100000000, table=200, priority=1 actions=output:NXM_NX_REG1[]"},
 		{"tcp drop", flow.Flow{Table: "route", Priority: 300, Match: flow.Match{}.TCP().TCPDst(23)},
 			"cookie=0x1000100000000, table=90, priority=300,tcp,tp_dst=23 actions=drop"},
+		{"conjunction clause", flow.Flow{Table: "route", Priority: 200, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")),
+			Actions: []flow.Action{flow.Conjunction(9, 1, 2)}},
+			"cookie=0x1000100000000, table=90, priority=200,ip,nw_src=10.0.0.1 actions=conjunction(9,1/2)"},
+		{"conjunction match", flow.Flow{Table: "route", Priority: 200, Match: flow.Match{}.IPv4().ConjID(9), Goto: flow.GotoStage(flow.StageOutput)},
+			"cookie=0x1000100000000, table=90, priority=200,conj_id=9,ip actions=goto_table:200"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

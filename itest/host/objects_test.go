@@ -84,6 +84,29 @@ func TestGroupsMetersAndRefusals(t *testing.T) {
 		}
 	}
 
+	// A conjunctive match through the SDK: two clauses (source, port) and the
+	// conj_id flow that acts once both matched.
+	conj := flow.NewBatch().AddFlows(
+		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []flow.Action{flow.Conjunction(7, 1, 2)}},
+		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.2")), Actions: []flow.Action{flow.Conjunction(7, 1, 2)}},
+		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.TCP().TCPDst(80), Actions: []flow.Action{flow.Conjunction(7, 2, 2)}},
+		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.IPv4().ConjID(7), Actions: []flow.Action{flow.Output(10)}},
+	)
+	if err := a.Apply(ctx, "local", conj, lim); err != nil {
+		t.Fatalf("conjunction batch: %v", err)
+	}
+	flows = n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int")
+	for _, want := range []string{
+		"table=200, priority=50,ip,nw_src=10.0.0.1 actions=conjunction(7,1/2)",
+		"table=200, priority=50,ip,nw_src=10.0.0.2 actions=conjunction(7,1/2)",
+		"table=200, priority=50,tcp,tp_dst=80 actions=conjunction(7,2/2)",
+		"table=200, priority=50,conj_id=7,ip actions=output:10",
+	} {
+		if !strings.Contains(flows, want) {
+			t.Errorf("switch lacks %q:\n%s", want, flows)
+		}
+	}
+
 	before := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int")
 	// The arbiter cannot know that a group is missing; the switch refuses the
 	// bundle, and nothing of the batch may remain.

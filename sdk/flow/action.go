@@ -25,6 +25,7 @@ const (
 	ActPushVLAN                          // push an 802.1Q header
 	ActPopVLAN                           // pop the outer VLAN header
 	ActNormal                            // OVS NORMAL L2 switching
+	ActConjunction                       // clause Clause of NClauses of conjunction Uint (see Conjunction)
 	numActionKinds
 )
 
@@ -55,7 +56,7 @@ type CT struct {
 // (Output, LoadField, ...); the fields are exported for wire conversions.
 type Action struct {
 	Kind     ActionKind
-	Port     uint32    // ActOutput
+	Port     uint32    // ActOutput; ActConjunction: clause<<8 | number of clauses
 	Field    Field     // ActOutputField, ActLoadField (destination), ActMoveField (destination)
 	From     Field     // ActMoveField source
 	SetKind  MatchKind // ActSetField: which header
@@ -80,6 +81,21 @@ func LoadField(f Field, v uint32) Action {
 	return Action{Kind: ActLoadField, Field: f, Uint: uint64(v)}
 }
 func MoveField(from, to Field) Action { return Action{Kind: ActMoveField, From: from, Field: to} }
+
+// Conjunction makes the flow clause clause (1-based) of nClauses of
+// conjunctive match id: a packet matching one flow of every clause then
+// matches the flow that has ConjID(id). A rule with N peers, M pods and K
+// ports so costs N+M+K flows instead of N×M×K. A flow with a conjunction
+// action may hold only conjunction actions and no jump.
+func Conjunction(id uint32, clause, nClauses uint8) Action {
+	return Action{Kind: ActConjunction, Uint: uint64(id), Port: uint32(clause)<<8 | uint32(nClauses)}
+}
+
+// ConjunctionClause returns the clause and clause count of an
+// ActConjunction action.
+func (a Action) ConjunctionClause() (clause, nClauses uint8) {
+	return uint8(a.Port >> 8), uint8(a.Port)
+}
 
 // Controller sends the packet to the host, which hands it to the plugin that
 // owns the table (PacketInHandler). Userdata comes back with the packet.
@@ -174,6 +190,11 @@ func (a Action) Validate() error {
 		if len(a.Value) != a.SetKind.Size() {
 			return fmt.Errorf("set_field %s: value is %d bytes, want %d", a.SetKind, len(a.Value), a.SetKind.Size())
 		}
+	case ActConjunction:
+		k, n := a.ConjunctionClause()
+		if n < 2 || n > 64 || k < 1 || k > n || a.Port>>16 != 0 || a.Uint > 0xffffffff {
+			return fmt.Errorf("conjunction(%d,%d/%d): need an id of 32 bits, 2 <= clauses <= 64 and 1 <= clause <= clauses", a.Uint, k, n)
+		}
 	case ActCT:
 		if a.CT == nil {
 			return fmt.Errorf("ct action without parameters")
@@ -227,6 +248,9 @@ func (a Action) Format(p Printer) string {
 		return "IN_PORT"
 	case ActNormal:
 		return "NORMAL"
+	case ActConjunction:
+		k, n := a.ConjunctionClause()
+		return fmt.Sprintf("conjunction(%d,%d/%d)", a.Uint, k, n)
 	case ActDecTTL:
 		return "dec_ttl"
 	case ActPopVLAN:

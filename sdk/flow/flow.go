@@ -94,6 +94,17 @@ func (f *Flow) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	// OVS accepts conjunction actions only on their own: the flow is a
+	// clause, and the packet's fate is decided by the conj_id flow.
+	conj := 0
+	for _, a := range f.Actions {
+		if a.Kind == ActConjunction {
+			conj++
+		}
+	}
+	if conj > 0 && (conj != len(f.Actions) || len(f.Jumps()) != 0) {
+		errs = append(errs, errors.New("a flow with conjunction actions may hold no other actions and no jump"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("flow %s: %w", f.Key(), err)
 	}

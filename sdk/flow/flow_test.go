@@ -55,6 +55,13 @@ func TestFlowText(t *testing.T) {
 	if diff := cmp.Diff(want, f.String()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	clause := Flow{Table: "np", Priority: 200, Match: Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []Action{Conjunction(9, 1, 2)}}
+	if got, want := clause.String(), "table=np, priority=200, ip,nw_src=10.0.0.1 actions=conjunction(9,1/2)"; got != want {
+		t.Errorf("conjunction clause text %q, want %q", got, want)
+	}
+	if got, want := (Match{}.ConjID(9)).String(), "conj_id=9"; got != want {
+		t.Errorf("conj_id match text %q, want %q", got, want)
+	}
 	drop := Flow{Table: "t", Priority: 1}
 	if got := drop.String(); got != "table=t, priority=1 actions=drop" {
 		t.Errorf("drop flow text %q", got)
@@ -85,6 +92,11 @@ func TestValidate(t *testing.T) {
 		{"ct in bucket", NewBatch().AddGroup(Group{ID: 1, Buckets: []Bucket{{Actions: []Action{Conntrack(CT{})}}}}), "not allowed in a bucket"},
 		{"meter without band", NewBatch().AddMeter(Meter{ID: 1}), "needs at least one band"},
 		{"op with two objects", &Batch{Ops: []Op{{Kind: OpAdd, Flow: &Flow{Table: "t"}, Group: &Group{ID: 1}}}}, "exactly one of flow, group, meter"},
+		{"conjunction clause", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 3), Conjunction(8, 2, 2)}}), ""},
+		{"conjunction clause beyond count", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 4, 3)}}), "1 <= clause <= clauses"},
+		{"conjunction of one clause", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 1)}}), "2 <= clauses <= 64"},
+		{"conjunction with other actions", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 2), Output(1)}}), "no other actions and no jump"},
+		{"conjunction with a jump", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 2)}, Goto: NextTable()}), "no other actions and no jump"},
 		{"delete needs only the key", NewBatch().DeleteFlows(Flow{Table: "t", Actions: []Action{{Kind: 99}}}), ""},
 	}
 	for _, tc := range cases {

@@ -43,6 +43,10 @@ const (
 	MatchTunDst
 	MatchMetadata
 	MatchRegField
+	// MatchConjID matches the conjunction ID of a completed conjunctive
+	// match (see Conjunction). Kept last so earlier kinds keep their wire
+	// numbers.
+	MatchConjID
 	numMatchKinds
 )
 
@@ -80,6 +84,7 @@ var matchKinds = [numMatchKinds]kindInfo{
 	MatchTunDst:   {"tun_dst", 4},
 	MatchMetadata: {"metadata", 8},
 	MatchRegField: {"reg", 4},
+	MatchConjID:   {"conj_id", 4},
 }
 
 // Valid reports whether k is a known match kind.
@@ -293,9 +298,12 @@ func (m Match) UDPDst(port uint16) Match { return m.exact(MatchUDPDst, uint64(po
 func (m Match) UDPDstMasked(port, mask uint16) Match {
 	return m.masked(MatchUDPDst, uint64(port), uint64(mask))
 }
-func (m Match) ICMPType(t uint8) Match            { return m.exact(MatchICMPType, uint64(t)) }
-func (m Match) ICMPCode(c uint8) Match            { return m.exact(MatchICMPCode, uint64(c)) }
-func (m Match) ARPOp(op uint16) Match             { return m.exact(MatchARPOp, uint64(op)) }
+func (m Match) ICMPType(t uint8) Match { return m.exact(MatchICMPType, uint64(t)) }
+func (m Match) ICMPCode(c uint8) Match { return m.exact(MatchICMPCode, uint64(c)) }
+func (m Match) ARPOp(op uint16) Match  { return m.exact(MatchARPOp, uint64(op)) }
+
+// ConjID matches packets for which every clause of conjunction id matched.
+func (m Match) ConjID(id uint32) Match            { return m.exact(MatchConjID, uint64(id)) }
 func (m Match) ARPSpa(a netip.Addr) Match         { return m.prefix(MatchARPSpa, netip.PrefixFrom(a, 32)) }
 func (m Match) ARPTpa(a netip.Addr) Match         { return m.prefix(MatchARPTpa, netip.PrefixFrom(a, 32)) }
 func (m Match) ARPSpaPrefix(p netip.Prefix) Match { return m.prefix(MatchARPSpa, p) }
@@ -396,7 +404,7 @@ func (f MatchField) valueString() string {
 		}
 		return netip.PrefixFrom(a, ones).String()
 	case MatchInPort, MatchVlanVID, MatchIPProto, MatchTCPSrc, MatchTCPDst, MatchUDPSrc, MatchUDPDst,
-		MatchICMPType, MatchICMPCode, MatchARPOp, MatchCTZone:
+		MatchICMPType, MatchICMPCode, MatchARPOp, MatchCTZone, MatchConjID:
 		if f.Mask != nil {
 			return fmt.Sprintf("%#x/%#x", f.Uint(), f.MaskUint())
 		}
