@@ -30,7 +30,9 @@ for p in "${system[@]}"; do run 1x "$p" | tee -a "$out/bench.txt"; done
 # The controller workloads each run in a process of their own, so that each
 # one's peak RSS is its own (see controller/hack/bench.sh).
 echo "bench: controller workloads" >&2
-COUNT="$count" bash controller/hack/bench.sh | tee -a "$out/bench.txt"
+COUNT="$count" bash controller/hack/bench.sh | tee "$out/controller.txt"
+# Only the benchmark lines go to benchstat, under their package header.
+{ echo "pkg: switchyard.dev/switchyard/controller"; grep -E '^Benchmark[^ ]*-[0-9]+[[:space:]]' "$out/controller.txt"; } >> "$out/bench.txt"
 
 GOBIN="$PWD/bin" go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 echo
