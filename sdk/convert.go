@@ -7,29 +7,12 @@ package sdk
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 
 	"switchyard.dev/switchyard/sdk/flow"
 	"switchyard.dev/switchyard/sdk/internal/fromproto"
 	"switchyard.dev/switchyard/sdk/internal/toproto"
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
 )
-
-func toPBaddrs(as []netip.Addr) []string {
-	var out []string
-	for _, a := range as {
-		out = append(out, a.String())
-	}
-	return out
-}
-
-func toPBaddr(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
-}
 
 func toPBTable(t Table) *pb.Table {
 	return &pb.Table{Name: t.Name, Pipeline: uint32(t.Pipeline), Stage: uint32(t.Stage), Miss: uint32(t.Miss), Exported: t.Exported}
@@ -52,17 +35,17 @@ func toPBDescribeResponse(r *DescribeResponse, caps []Capability) *pb.DescribeRe
 func toPBPodInterface(p PodInterface) *pb.PodInterface {
 	return &pb.PodInterface{
 		PodNamespace: p.PodNamespace, PodName: p.PodName, ContainerId: p.ContainerID,
-		IfName: p.IfName, HostIfName: p.HostIfName, Ofport: p.OFPort, Mac: p.MAC, Ips: toPBaddrs(p.IPs),
+		IfName: p.IfName, HostIfName: p.HostIfName, Ofport: p.OFPort, Mac: p.MAC, Ips: toproto.Addrs(p.IPs),
 	}
 }
 
 func toPBCNIAddResponse(r *CNIAddResponse) *pb.CNIAddResponse {
 	out := &pb.CNIAddResponse{Interface: toPBPodInterface(r.Interface), Mtu: uint32(r.MTU)}
 	for _, ip := range r.IPs {
-		out.Ips = append(out.Ips, &pb.IPConfig{Address: ip.Address.String(), Gateway: toPBaddr(ip.Gateway)})
+		out.Ips = append(out.Ips, &pb.IPConfig{Address: ip.Address.String(), Gateway: toproto.Addr(ip.Gateway)})
 	}
 	for _, rt := range r.Routes {
-		out.Routes = append(out.Routes, &pb.Route{Dst: rt.Dst.String(), Gw: toPBaddr(rt.GW)})
+		out.Routes = append(out.Routes, &pb.Route{Dst: rt.Dst.String(), Gw: toproto.Addr(rt.GW)})
 	}
 	return out
 }
@@ -73,44 +56,6 @@ func toPBPortRequest(r PortRequest) *pb.PortRequest {
 
 func toPBPacketOut(p PacketOut) *pb.PacketOutRequest {
 	return &pb.PacketOutRequest{InPort: p.InPort, Actions: toproto.Actions(p.Actions), Resubmit: p.Resubmit, Data: p.Data}
-}
-
-func fromPBaddrs(ss []string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, s := range ss {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-func fromPBprefixes(ss []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range ss {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-func fromPBaddr(s string) (netip.Addr, error) {
-	if s == "" {
-		return netip.Addr{}, nil
-	}
-	return netip.ParseAddr(s)
-}
-
-func fromPBmac(b []byte) net.HardwareAddr {
-	if len(b) == 0 {
-		return nil
-	}
-	return net.HardwareAddr(b)
 }
 
 func fromPBAssignment(a *pb.Assignment) Assignment {
@@ -125,15 +70,15 @@ func fromPBAssignment(a *pb.Assignment) Assignment {
 }
 
 func fromPBNodeFacts(n *pb.Facts) (NodeFacts, error) {
-	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromPBmac(n.GetGatewayMac()), MTU: int(n.GetMtu()), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType()}
+	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromproto.MAC(n.GetGatewayMac()), MTU: int(n.GetMtu()), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType()}
 	var err error
-	if out.PodCIDRs, err = fromPBprefixes(n.GetPodCidrs()); err != nil {
+	if out.PodCIDRs, err = fromproto.Prefixes(n.GetPodCidrs()); err != nil {
 		return out, fmt.Errorf("node facts pod CIDR: %w", err)
 	}
-	if out.NodeIPs, err = fromPBaddrs(n.GetNodeIps()); err != nil {
+	if out.NodeIPs, err = fromproto.Addrs(n.GetNodeIps()); err != nil {
 		return out, fmt.Errorf("node facts node IP: %w", err)
 	}
-	if out.GatewayIP, err = fromPBaddr(n.GetGatewayIp()); err != nil {
+	if out.GatewayIP, err = fromproto.Addr(n.GetGatewayIp()); err != nil {
 		return out, fmt.Errorf("node facts gateway IP: %w", err)
 	}
 	return out, nil
@@ -149,10 +94,10 @@ func fromPBCNIArgs(r *pb.CNIRequest) CNIArgs {
 func fromPBPodInterface(p *pb.PodInterface) (PodInterface, error) {
 	out := PodInterface{
 		PodNamespace: p.GetPodNamespace(), PodName: p.GetPodName(), ContainerID: p.GetContainerId(),
-		IfName: p.GetIfName(), HostIfName: p.GetHostIfName(), OFPort: p.GetOfport(), MAC: fromPBmac(p.GetMac()),
+		IfName: p.GetIfName(), HostIfName: p.GetHostIfName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()),
 	}
 	var err error
-	if out.IPs, err = fromPBaddrs(p.GetIps()); err != nil {
+	if out.IPs, err = fromproto.Addrs(p.GetIps()); err != nil {
 		return out, fmt.Errorf("pod interface IP: %w", err)
 	}
 	return out, nil
@@ -170,15 +115,15 @@ func fromPBPacketIn(r *pb.PacketInRequest) PacketInRequest {
 func fromPBNodeEvent(r *pb.NodeEventRequest) (NodeEventRequest, error) {
 	out := NodeEventRequest{Kind: NodeEventKind(r.GetKind()), Node: NodeInfo{Name: r.GetNode().GetName()}}
 	var err error
-	if out.Node.NodeIPs, err = fromPBaddrs(r.GetNode().GetNodeIps()); err != nil {
+	if out.Node.NodeIPs, err = fromproto.Addrs(r.GetNode().GetNodeIps()); err != nil {
 		return out, fmt.Errorf("node event node IP: %w", err)
 	}
-	if out.Node.PodCIDRs, err = fromPBprefixes(r.GetNode().GetPodCidrs()); err != nil {
+	if out.Node.PodCIDRs, err = fromproto.Prefixes(r.GetNode().GetPodCidrs()); err != nil {
 		return out, fmt.Errorf("node event pod CIDR: %w", err)
 	}
 	return out, nil
 }
 
 func fromPBPort(p *pb.Port) Port {
-	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromPBmac(p.GetMac()), Owner: p.GetOwner()}
+	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()), Owner: p.GetOwner()}
 }

@@ -6,7 +6,6 @@ package sdkhost
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 
 	"switchyard.dev/switchyard/sdk"
@@ -15,29 +14,6 @@ import (
 	"switchyard.dev/switchyard/sdk/internal/toproto"
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
 )
-
-func toPBaddrs(as []netip.Addr) []string {
-	var out []string
-	for _, a := range as {
-		out = append(out, a.String())
-	}
-	return out
-}
-
-func toPBprefixes(ps []netip.Prefix) []string {
-	var out []string
-	for _, p := range ps {
-		out = append(out, p.String())
-	}
-	return out
-}
-
-func toPBaddr(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
-}
 
 func toPBAssignment(a sdk.Assignment) *pb.Assignment {
 	out := &pb.Assignment{Tables: map[string]uint32{}, Fields: map[string]*pb.Bits{}, CookiePrefix: uint32(a.CookiePrefix), Round: uint32(a.Round)}
@@ -52,8 +28,8 @@ func toPBAssignment(a sdk.Assignment) *pb.Assignment {
 
 func toPBNodeFacts(n sdk.NodeFacts) *pb.Facts {
 	return &pb.Facts{
-		Name: n.Name, PodCidrs: toPBprefixes(n.PodCIDRs), NodeIps: toPBaddrs(n.NodeIPs),
-		GatewayIp: toPBaddr(n.GatewayIP), GatewayMac: n.GatewayMAC, Mtu: uint32(n.MTU),
+		Name: n.Name, PodCidrs: toproto.Prefixes(n.PodCIDRs), NodeIps: toproto.Addrs(n.NodeIPs),
+		GatewayIp: toproto.Addr(n.GatewayIP), GatewayMac: n.GatewayMAC, Mtu: uint32(n.MTU),
 		Bridge: n.Bridge, DatapathType: n.DatapathType,
 	}
 }
@@ -68,7 +44,7 @@ func toPBCNIArgs(a sdk.CNIArgs) *pb.CNIRequest {
 func toPBPodInterface(p sdk.PodInterface) *pb.PodInterface {
 	return &pb.PodInterface{
 		PodNamespace: p.PodNamespace, PodName: p.PodName, ContainerId: p.ContainerID,
-		IfName: p.IfName, HostIfName: p.HostIfName, Ofport: p.OFPort, Mac: p.MAC, Ips: toPBaddrs(p.IPs),
+		IfName: p.IfName, HostIfName: p.HostIfName, Ofport: p.OFPort, Mac: p.MAC, Ips: toproto.Addrs(p.IPs),
 	}
 }
 
@@ -81,37 +57,11 @@ func toPBPacketIn(r sdk.PacketInRequest) *pb.PacketInRequest {
 }
 
 func toPBNodeEvent(r sdk.NodeEventRequest) *pb.NodeEventRequest {
-	return &pb.NodeEventRequest{Kind: uint32(r.Kind), Node: &pb.NodeInfo{Name: r.Node.Name, NodeIps: toPBaddrs(r.Node.NodeIPs), PodCidrs: toPBprefixes(r.Node.PodCIDRs)}}
+	return &pb.NodeEventRequest{Kind: uint32(r.Kind), Node: &pb.NodeInfo{Name: r.Node.Name, NodeIps: toproto.Addrs(r.Node.NodeIPs), PodCidrs: toproto.Prefixes(r.Node.PodCIDRs)}}
 }
 
 func toPBPort(p sdk.Port) *pb.Port {
 	return &pb.Port{Name: p.Name, Ofport: p.OFPort, Mac: p.MAC, Owner: p.Owner}
-}
-
-func fromPBaddrs(ss []string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, s := range ss {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-func fromPBaddr(s string) (netip.Addr, error) {
-	if s == "" {
-		return netip.Addr{}, nil
-	}
-	return netip.ParseAddr(s)
-}
-
-func fromPBmac(b []byte) net.HardwareAddr {
-	if len(b) == 0 {
-		return nil
-	}
-	return net.HardwareAddr(b)
 }
 
 func fromPBTable(t *pb.Table) (sdk.Table, error) {
@@ -150,10 +100,10 @@ func fromPBDescribeResponse(r *pb.DescribeResponse) (*sdk.DescribeResponse, []sd
 func fromPBPodInterface(p *pb.PodInterface) (sdk.PodInterface, error) {
 	out := sdk.PodInterface{
 		PodNamespace: p.GetPodNamespace(), PodName: p.GetPodName(), ContainerID: p.GetContainerId(),
-		IfName: p.GetIfName(), HostIfName: p.GetHostIfName(), OFPort: p.GetOfport(), MAC: fromPBmac(p.GetMac()),
+		IfName: p.GetIfName(), HostIfName: p.GetHostIfName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()),
 	}
 	var err error
-	if out.IPs, err = fromPBaddrs(p.GetIps()); err != nil {
+	if out.IPs, err = fromproto.Addrs(p.GetIps()); err != nil {
 		return out, fmt.Errorf("pod interface IP: %w", err)
 	}
 	return out, nil
@@ -170,7 +120,7 @@ func fromPBCNIAddResponse(r *pb.CNIAddResponse) (*sdk.CNIAddResponse, error) {
 		if err != nil {
 			return nil, fmt.Errorf("CNI result address: %w", err)
 		}
-		gw, err := fromPBaddr(ip.GetGateway())
+		gw, err := fromproto.Addr(ip.GetGateway())
 		if err != nil {
 			return nil, fmt.Errorf("CNI result gateway: %w", err)
 		}
@@ -181,7 +131,7 @@ func fromPBCNIAddResponse(r *pb.CNIAddResponse) (*sdk.CNIAddResponse, error) {
 		if err != nil {
 			return nil, fmt.Errorf("CNI result route: %w", err)
 		}
-		gw, err := fromPBaddr(rt.GetGw())
+		gw, err := fromproto.Addr(rt.GetGw())
 		if err != nil {
 			return nil, fmt.Errorf("CNI result route gateway: %w", err)
 		}
