@@ -494,3 +494,34 @@ func TestIndexedSnapshotEqualsScan(t *testing.T) {
 		}
 	}
 }
+
+// An invalid rule must never open what the policy isolates: the policy
+// stays, isolating its pods with no rule allowing anything, and the
+// error is returned for the reconciler to report.
+func TestInvalidKubernetesPolicyFailsClosed(t *testing.T) {
+	e, _ := newTestEngine()
+	world(e)
+	// First a valid version that allows from web pods.
+	if err := e.UpsertKubernetesNetworkPolicy(ingressFrom(networkingv1.NetworkPolicyPeer{PodSelector: sel("app", "db")})); err != nil {
+		t.Fatal(err)
+	}
+	bad := ingressFrom(networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}})
+	err := e.UpsertKubernetesNetworkPolicy(bad)
+	if !errors.Is(err, ErrInvalidCIDR) {
+		t.Fatalf("err = %v, want ErrInvalidCIDR", err)
+	}
+	p := e.ComputedPolicy("k8s:a/p")
+	if p == nil {
+		t.Fatal("the invalid policy was dropped: the pods it isolates would be open")
+	}
+	if !p.IsolateIngress || len(p.Rules) != 0 {
+		t.Fatalf("invalid policy computed as isolateIngress=%v with %d rules; want isolation and no rule", p.IsolateIngress, len(p.Rules))
+	}
+	if got := groupNames(e, p.AppliedToGroups[0]); !slices.Equal(got, []string{"a/web"}) {
+		t.Fatalf("isolated pods %v, want [a/web]", got)
+	}
+	info, ok := e.Policy("k8s:a/p")
+	if !ok || info.Err == nil {
+		t.Fatalf("the error is not recorded for status: %+v", info)
+	}
+}

@@ -143,18 +143,24 @@ func (e *Engine) planKubernetes(np *networkingv1.NetworkPolicy) (*plan, error) {
 		}
 		return nil
 	}
+	// A rule that cannot be computed must never widen what is allowed:
+	// dropping the whole policy would open the pods it isolates. So the
+	// policy stays, isolating its pods in its directions with no rule
+	// allowing anything (fail closed), and the error is reported.
 	if pl.isoIn {
 		in := np.Spec.Ingress
 		if err := addRules(Ingress, len(in), func(i int) []networkingv1.NetworkPolicyPeer { return in[i].From },
 			func(i int) []networkingv1.NetworkPolicyPort { return in[i].Ports }); err != nil {
-			return nil, err
+			pl.rules = nil
+			return pl, err
 		}
 	}
 	if pl.isoEg {
 		eg := np.Spec.Egress
 		if err := addRules(Egress, len(eg), func(i int) []networkingv1.NetworkPolicyPeer { return eg[i].To },
 			func(i int) []networkingv1.NetworkPolicyPort { return eg[i].Ports }); err != nil {
-			return nil, err
+			pl.rules = nil
+			return pl, err
 		}
 	}
 	return pl, nil
@@ -338,7 +344,11 @@ func (e *Engine) install(uid string, native bool, src *nativeSource, pl *plan, m
 		e.release(id)
 	}
 	if perr != nil {
-		e.log.Info("policy not computed", "policy", uid, "err", perr)
+		if pl != nil {
+			e.log.Warn("policy invalid: isolating its pods with no rule allowing traffic (fail closed)", "policy", uid, "err", perr)
+		} else {
+			e.log.Warn("policy not computed", "policy", uid, "err", perr)
+		}
 	}
 	return perr
 }

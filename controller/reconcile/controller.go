@@ -20,7 +20,10 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
@@ -72,6 +75,9 @@ type Controller struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	status    *statusWriter
+	// recorder posts Events on the objects the controller judges (an
+	// invalid NetworkPolicy); set by Run before any worker starts.
+	recorder record.EventRecorder
 }
 
 // Options configure a Controller.
@@ -183,6 +189,10 @@ func (c *Controller) NodeKnown(name string) bool {
 // writer, and blocks until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer c.queue.ShutDown()
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+	c.recorder = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "switchyard-controller"})
 	if err := c.ensureTiers(ctx); err != nil {
 		return err
 	}
@@ -314,7 +324,16 @@ func (c *Controller) sync(k key) error {
 			e.DeleteKubernetesNetworkPolicy(k.namespace, k.name)
 			return nil
 		}
-		_ = e.UpsertKubernetesNetworkPolicy(obj.(*networkingv1.NetworkPolicy))
+		np := obj.(*networkingv1.NetworkPolicy)
+		if err := e.UpsertKubernetesNetworkPolicy(np); err != nil {
+			// Never silently: the engine failed closed (the selected pods
+			// stay isolated with nothing allowed), and the owner must learn
+			// why their traffic stopped.
+			c.log.Warn("NetworkPolicy invalid: its pods are isolated with no traffic allowed until it is fixed",
+				"policy", np.Namespace+"/"+np.Name, "err", err)
+			c.recorder.Eventf(np, corev1.EventTypeWarning, "InvalidPolicy",
+				"not enforced as written: %v; the selected pods are isolated with no traffic allowed until the policy is fixed", err)
+		}
 	case kTier:
 		if !exists {
 			e.DeleteTier(k.name)
