@@ -175,7 +175,9 @@ func stamp(epoch string, v uint64, evs ...*apiv1.WatchEvent) []*apiv1.WatchEvent
 func reset() *apiv1.WatchEvent {
 	return &apiv1.WatchEvent{Event: &apiv1.WatchEvent_Reset_{Reset_: &apiv1.Reset{Reason: "test"}}}
 }
-func synced() *apiv1.WatchEvent { return &apiv1.WatchEvent{Event: &apiv1.WatchEvent_Synced{Synced: &apiv1.Synced{}}} }
+func synced() *apiv1.WatchEvent {
+	return &apiv1.WatchEvent{Event: &apiv1.WatchEvent_Synced{Synced: &apiv1.Synced{}}}
+}
 func resumed() *apiv1.WatchEvent {
 	return &apiv1.WatchEvent{Event: &apiv1.WatchEvent_Resumed{Resumed: &apiv1.Resumed{}}}
 }

@@ -115,4 +115,6 @@ func Load(path string) (*State, error) {
 	}
 }
 
-func marshalDelimited(w io.Writer, ev *apiv1.WatchEvent) (int, error) { return protodelim.MarshalTo(w, ev) }
+func marshalDelimited(w io.Writer, ev *apiv1.WatchEvent) (int, error) {
+	return protodelim.MarshalTo(w, ev)
+}

@@ -236,8 +236,9 @@ func TestPorts(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 			if err != nil {
-				if e.ComputedPolicy("k8s:a/p") != nil {
-					t.Fatal("invalid policy was computed")
+				// Fail closed: isolated, nothing allowed.
+				if p := e.ComputedPolicy("k8s:a/p"); p == nil || !p.IsolateIngress || len(p.Rules) != 0 {
+					t.Fatalf("invalid policy computed as %+v, want isolation with no rule", p)
 				}
 				return
 			}
