@@ -31,6 +31,7 @@ import (
 	apiv1 "switchyard.dev/switchyard/controller/api/v1"
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/controller/app"
+	"switchyard.dev/switchyard/controller/client"
 	"switchyard.dev/switchyard/itest/controlplane"
 	"switchyard.dev/switchyard/itest/testenv"
 )
@@ -236,7 +237,7 @@ func TestController(t *testing.T) {
 	conn := dial(t, e.addr)
 	nodes := map[string]*nodeClient{}
 	for _, n := range []string{"n1", "n2", "n3"} {
-		nodes[n] = newNodeClient(t, conn, n, tokens[n])
+		nodes[n] = newNodeClient(t, e.addr, n, tokens[n])
 		nodes[n].start(t, false)
 	}
 	allowClient := []string{"INGRESS ALLOW to={app/server@n1[10.1.0.1]} peers={app/client@n2[10.2.0.1]} ports=[TCP/0-0http]"}
@@ -342,7 +343,7 @@ func TestController(t *testing.T) {
 		// A version from another epoch cannot be resumed: fresh snapshot.
 		c.stop()
 		c.mu.Lock()
-		c.epoch = "bogus"
+		c.last.Epoch = "bogus"
 		c.mu.Unlock()
 		c.mark()
 		c.start(t, true)
@@ -425,9 +426,8 @@ func TestController(t *testing.T) {
 			}
 			return nil
 		})
-		n1.mu.Lock()
-		pol := n1.policies["cnp:good"]
-		n1.mu.Unlock()
+		var pol *apiv1.Policy
+		n1.c.View(func(s *client.State) { pol = s.Policies["cnp:good"] })
 		if pol.TierPriority != 100 || pol.Priority != 5 {
 			t.Errorf("tier priority %d priority %d, want 100 and 5", pol.TierPriority, pol.Priority)
 		}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sort"
@@ -16,28 +17,26 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	apiv1 "switchyard.dev/switchyard/controller/api/v1"
+	"switchyard.dev/switchyard/controller/client"
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
-// nodeClient watches as one node and applies the stream into a model, the
-// way an agent would.
+// nodeClient watches as one node through controller/client, the library
+// the agent's netpol plugin uses, and also records the raw events so tests
+// can assert the protocol itself.
 type nodeClient struct {
 	t     *testing.T
 	node  string
 	token string
-	conn  *grpc.ClientConn
+	addr  string
 
-	mu       sync.Mutex
-	synced   bool
-	epoch    string
-	version  uint64
-	events   []*apiv1.WatchEvent // since the last mark
-	policies map[string]*apiv1.Policy
-	atgs     map[uint32]map[string]bool
-	ags      map[uint32]map[string]bool
-	err      error
-	cancel   context.CancelFunc
-	done     chan struct{}
+	mu     sync.Mutex
+	c      *client.Client
+	last   *client.State       // the span when the client was last stopped
+	events []*apiv1.WatchEvent // since the last mark
+	err    error               // why the stream last went down
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {
@@ -56,51 +55,71 @@ func withToken(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 }
 
-func newNodeClient(t *testing.T, conn *grpc.ClientConn, node, token string) *nodeClient {
-	c := &nodeClient{t: t, node: node, token: token, conn: conn}
+func newNodeClient(t *testing.T, addr, node, token string) *nodeClient {
+	c := &nodeClient{t: t, node: node, token: token, addr: addr}
 	t.Cleanup(c.stop)
 	return c
 }
 
-// start opens the watch, resuming from the last applied version if resume
-// is set, and returns once the first event arrived or the stream failed.
-func (c *nodeClient) start(t *testing.T, resume bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	req := &apiv1.WatchRequest{NodeName: c.node}
+// The client.Handler side: the library keeps the state; the raw events are
+// recorded for protocol assertions.
+func (c *nodeClient) Replace(*client.State)              {}
+func (c *nodeClient) Apply(*client.State, client.Change) {}
+func (c *nodeClient) Event(ev *apiv1.WatchEvent) {
 	c.mu.Lock()
-	if resume {
-		req.ResumeEpoch, req.ResumeVersion = c.epoch, c.version
-	}
-	c.synced, c.err, c.cancel, c.done = false, nil, cancel, make(chan struct{})
+	c.events = append(c.events, ev)
 	c.mu.Unlock()
-	stream, err := apiv1.NewPolicyDistributionClient(c.conn).Watch(withToken(ctx, c.token), req)
-	if err != nil {
-		t.Fatalf("node %s: opening watch: %v", c.node, err)
+}
+func (c *nodeClient) StreamChanged(up bool, err error) {
+	c.mu.Lock()
+	if !up && err != nil {
+		c.err = err
 	}
-	done := c.done
+	c.mu.Unlock()
+}
+
+// start runs the client; with resume it starts from the span it held when
+// it was stopped, so it asks the controller to resume from there.
+func (c *nodeClient) start(t *testing.T, resume bool) {
+	c.mu.Lock()
+	var initial *client.State
+	if resume {
+		initial = c.last
+	}
+	c.mu.Unlock()
+	cl, err := client.New(client.Config{Address: c.addr, NodeName: c.node, Handler: c, Initial: initial,
+		Token: func(context.Context) (string, error) { return c.token, nil },
+		Log:   slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("node %s: %v", c.node, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.c, c.err, c.cancel, c.done = cl, nil, cancel, done
+	c.mu.Unlock()
 	go func() {
 		defer close(done)
-		for {
-			ev, err := stream.Recv()
-			if err != nil {
-				c.mu.Lock()
-				c.err = err
-				c.mu.Unlock()
-				return
-			}
-			c.apply(ev)
-		}
+		cl.Run(ctx)
 	}()
 }
 
 func (c *nodeClient) stop() {
 	c.mu.Lock()
-	cancel, done := c.cancel, c.done
+	cl, cancel, done := c.c, c.cancel, c.done
+	c.cancel = nil
 	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+	if cancel == nil {
+		return
 	}
+	cancel()
+	<-done
+	cl.Close()
+	cl.View(func(s *client.State) {
+		c.mu.Lock()
+		c.last = s
+		c.mu.Unlock()
+	})
 }
 
 func memberKey(m *apiv1.Member) string {
@@ -112,93 +131,43 @@ func memberKey(m *apiv1.Member) string {
 	return m.Namespace + "/" + m.Name + "@" + m.Node + "[" + strings.Join(ips, ",") + "]"
 }
 
-func (c *nodeClient) apply(ev *apiv1.WatchEvent) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.events = append(c.events, ev)
-	c.epoch, c.version = ev.Epoch, ev.Version
-	set := func(ms []*apiv1.Member) map[string]bool {
-		s := map[string]bool{}
-		for _, m := range ms {
-			s[memberKey(m)] = true
-		}
-		return s
-	}
-	patch := func(s map[string]bool, p *apiv1.GroupPatch) {
-		if s == nil {
-			c.t.Errorf("node %s: patch for unknown group %d", c.node, p.Id)
-			return
-		}
-		for _, m := range p.Removed {
-			delete(s, memberKey(m))
-		}
-		for _, m := range p.Added {
-			s[memberKey(m)] = true
-		}
-	}
-	switch x := ev.Event.(type) {
-	case *apiv1.WatchEvent_Reset_:
-		c.synced = false
-		c.policies, c.atgs, c.ags = map[string]*apiv1.Policy{}, map[uint32]map[string]bool{}, map[uint32]map[string]bool{}
-	case *apiv1.WatchEvent_Resumed:
-		c.synced = false
-	case *apiv1.WatchEvent_Synced:
-		c.synced = true
-	case *apiv1.WatchEvent_PolicyUpsert:
-		c.policies[x.PolicyUpsert.Uid] = x.PolicyUpsert
-	case *apiv1.WatchEvent_PolicyDelete:
-		delete(c.policies, x.PolicyDelete)
-	case *apiv1.WatchEvent_AppliedToGroupUpsert:
-		c.atgs[x.AppliedToGroupUpsert.Id] = set(x.AppliedToGroupUpsert.Members)
-	case *apiv1.WatchEvent_AppliedToGroupPatch:
-		patch(c.atgs[x.AppliedToGroupPatch.Id], x.AppliedToGroupPatch)
-	case *apiv1.WatchEvent_AppliedToGroupDelete:
-		delete(c.atgs, x.AppliedToGroupDelete)
-	case *apiv1.WatchEvent_AddressGroupUpsert:
-		c.ags[x.AddressGroupUpsert.Id] = set(x.AddressGroupUpsert.Members)
-	case *apiv1.WatchEvent_AddressGroupPatch:
-		patch(c.ags[x.AddressGroupPatch.Id], x.AddressGroupPatch)
-	case *apiv1.WatchEvent_AddressGroupDelete:
-		delete(c.ags, x.AddressGroupDelete)
-	}
-}
-
 // view is the node's state in comparable form: for each policy, its rules'
 // applied-to members and peers resolved through the groups the node holds.
 type view map[string][]string
 
 func (c *nodeClient) view() view {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	cl := c.c
+	c.mu.Unlock()
 	v := view{}
-	names := func(groups map[uint32]map[string]bool, ids []uint32) string {
-		var out []string
-		for _, id := range ids {
-			for m := range groups[id] {
-				out = append(out, m)
+	cl.View(func(s *client.State) {
+		names := func(groups map[uint32]*client.Group, ids []uint32) string {
+			var out []string
+			for _, m := range client.Members(groups, ids) {
+				out = append(out, memberKey(m))
 			}
+			sort.Strings(out)
+			return strings.Join(slices.Compact(out), " ")
 		}
-		sort.Strings(out)
-		return strings.Join(slices.Compact(out), " ")
-	}
-	for uid, p := range c.policies {
-		var rules []string
-		for _, r := range p.Rules {
-			var ports []string
-			for _, pt := range r.Ports {
-				ports = append(ports, fmt.Sprintf("%s/%d-%d%s", pt.Protocol, pt.Port, pt.EndPort, pt.Name))
+		for uid, p := range s.Policies {
+			var rules []string
+			for _, r := range p.Rules {
+				var ports []string
+				for _, pt := range r.Ports {
+					ports = append(ports, fmt.Sprintf("%s/%d-%d%s", pt.Protocol, pt.Port, pt.EndPort, pt.Name))
+				}
+				line := fmt.Sprintf("%s %s to={%s} peers={%s} ports=%v", r.Direction, r.Action, names(s.AppliedToGroups, r.AppliedToGroups), names(s.AddressGroups, r.AddressGroups), ports)
+				for _, b := range r.IpBlocks {
+					line += fmt.Sprintf(" block=%s-%v", b.Cidr, b.Except)
+				}
+				rules = append(rules, line)
 			}
-			line := fmt.Sprintf("%s %s to={%s} peers={%s} ports=%v", r.Direction, r.Action, names(c.atgs, r.AppliedToGroups), names(c.ags, r.AddressGroups), ports)
-			for _, b := range r.IpBlocks {
-				line += fmt.Sprintf(" block=%s-%v", b.Cidr, b.Except)
+			if len(rules) == 0 {
+				rules = []string{fmt.Sprintf("isolate to={%s}", names(s.AppliedToGroups, p.AppliedToGroups))}
 			}
-			rules = append(rules, line)
+			v[uid] = rules
 		}
-		if len(rules) == 0 {
-			rules = []string{fmt.Sprintf("isolate to={%s}", names(c.atgs, p.AppliedToGroups))}
-		}
-		v[uid] = rules
-	}
+	})
 	return v
 }
 
@@ -260,13 +229,10 @@ func (c *nodeClient) waitView(t *testing.T, what string, cond func(view) error) 
 	t.Helper()
 	err := testenv.Eventually(fmt.Sprintf("node %s: %s", c.node, what), 30*time.Second, 20*time.Millisecond, func() error {
 		c.mu.Lock()
-		synced, serr := c.synced, c.err
+		cl, serr := c.c, c.err
 		c.mu.Unlock()
-		if serr != nil {
-			return testenv.Permanent(fmt.Errorf("stream ended: %w", serr))
-		}
-		if !synced {
-			return fmt.Errorf("not synced yet")
+		if !cl.Synced() {
+			return fmt.Errorf("not synced yet (stream: %v)", serr)
 		}
 		return cond(c.view())
 	})

@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -25,8 +22,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
-	apiv1 "switchyard.dev/switchyard/controller/api/v1"
 	"switchyard.dev/switchyard/controller/app"
+	"switchyard.dev/switchyard/controller/client"
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/controlplane"
 	"switchyard.dev/switchyard/itest/testenv"
@@ -134,45 +131,59 @@ type nodeView struct {
 	peers     []string // address-group members the node was sent
 }
 
-// watchSnapshot opens the node's watch and reads until the Synced marker.
+// watchSnapshot watches as the node, through the same client library an
+// agent's netpol plugin uses, until the node's first complete span.
 func watchSnapshot(addr, node, token string) (nodeView, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nodeView{}, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	stream, err := apiv1.NewPolicyDistributionClient(conn).Watch(ctx, &apiv1.WatchRequest{NodeName: node})
-	if err != nil {
-		return nodeView{}, err
-	}
-	atg, ag := map[string]bool{}, map[string]bool{}
-	var v nodeView
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			return v, fmt.Errorf("watch of %s ended before its snapshot was complete: %w", node, err)
+	got := make(chan nodeView, 1)
+	h := snapshotHandler(func(s *client.State) {
+		atg, ag := map[string]bool{}, map[string]bool{}
+		var v nodeView
+		for _, p := range s.Policies {
+			v.policies = append(v.policies, p.Namespace+"/"+p.Name)
 		}
-		switch x := ev.Event.(type) {
-		case *apiv1.WatchEvent_PolicyUpsert:
-			v.policies = append(v.policies, x.PolicyUpsert.Namespace+"/"+x.PolicyUpsert.Name)
-		case *apiv1.WatchEvent_AppliedToGroupUpsert:
-			for _, m := range x.AppliedToGroupUpsert.Members {
+		for _, g := range s.AppliedToGroups {
+			for _, m := range g.Members {
 				atg[m.Name] = true
 			}
-		case *apiv1.WatchEvent_AddressGroupUpsert:
-			for _, m := range x.AddressGroupUpsert.Members {
+		}
+		for _, g := range s.AddressGroups {
+			for _, m := range g.Members {
 				ag[m.Name] = true
 			}
-		case *apiv1.WatchEvent_Synced:
-			v.appliedTo, v.peers = keys(atg), keys(ag)
-			sort.Strings(v.policies)
-			return v, nil
 		}
+		v.appliedTo, v.peers = keys(atg), keys(ag)
+		sort.Strings(v.policies)
+		select {
+		case got <- v:
+		default:
+		}
+	})
+	c, err := client.New(client.Config{Address: addr, NodeName: node, Handler: h,
+		Token: func(context.Context) (string, error) { return token, nil },
+		Log:   slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nodeView{}, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case v := <-got:
+		return v, nil
+	case <-ctx.Done():
+		return nodeView{}, fmt.Errorf("the watch of %s gave no complete snapshot in 20 s", node)
 	}
 }
+
+// snapshotHandler hands each complete span to its function and ignores
+// incremental changes.
+type snapshotHandler func(*client.State)
+
+func (h snapshotHandler) Replace(s *client.State)            { h(s) }
+func (h snapshotHandler) Apply(*client.State, client.Change) {}
 
 func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
