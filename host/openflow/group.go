@@ -45,6 +45,8 @@ type GroupMod struct {
 	Type    GroupType
 	GroupID uint32
 	Buckets []Bucket
+	// Selection, for select groups, is the selection method property.
+	Selection *GroupSelection
 }
 
 func (m *GroupMod) msgType() uint8 { return typeGroupMod }
@@ -63,7 +65,7 @@ func (m *GroupMod) appendBody(b []byte) ([]byte, error) {
 		return b, err
 	}
 	setLen16(b, bl, len(b)-bs)
-	return b, nil
+	return appendGroupProps(b, m.Selection)
 }
 
 func appendBuckets(b []byte, buckets []Bucket) ([]byte, error) {
@@ -169,6 +171,7 @@ func decodeGroupMod(r *reader) (*GroupMod, error) {
 	if m.Buckets, err = decodeBuckets(&br); err != nil {
 		return nil, err
 	}
+	m.Selection = decodeGroupProps(r)
 	return m, r.err
 }
 
@@ -254,6 +257,9 @@ func (t GroupType) String() string {
 func (g *GroupDesc) AppendText(b []byte) []byte {
 	b = appendUint(append(b, "group_id="...), uint64(g.GroupID))
 	b = append(append(b, ",type="...), g.Type.String()...)
+	if g.Selection != nil {
+		b = g.Selection.appendText(b)
+	}
 	auto := true
 	for _, bk := range g.Buckets {
 		if bk.ID != 0 {
