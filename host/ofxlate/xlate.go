@@ -2,6 +2,7 @@ package ofxlate
 
 import (
 	"fmt"
+	"slices"
 
 	"switchyard.dev/switchyard/host/flowstore"
 	"switchyard.dev/switchyard/host/openflow"
@@ -85,13 +86,22 @@ func matchField(m flow.MatchField, fields map[string]flow.Bits) (openflow.MatchF
 	return openflow.Bytes(f, m.Value, m.Mask), nil
 }
 
-// Match translates a match.
+// Match translates a match. Register fields that share a register merge
+// into one masked match on it (OpenFlow allows a field once).
 func Match(m flow.Match, fields map[string]flow.Bits) (openflow.Match, error) {
 	out := make(openflow.Match, 0, m.Len())
 	for _, f := range m.Fields() {
 		of, err := matchField(f, fields)
 		if err != nil {
 			return nil, err
+		}
+		if f.Kind == flow.MatchRegField {
+			if i := slices.IndexFunc(out, func(x openflow.MatchField) bool { return x.Field == of.Field }); i >= 0 {
+				prev := out[i]
+				v := prev.Uint64()&prev.MaskUint64() | of.Uint64()&of.MaskUint64()
+				out[i] = openflow.Masked(of.Field, v, prev.MaskUint64()|of.MaskUint64())
+				continue
+			}
 		}
 		out = append(out, of)
 	}

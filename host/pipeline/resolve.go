@@ -93,7 +93,9 @@ func (r *Resolved) String() string {
 			b, ok := r.Fields[f.Name]
 			return b, ok
 		},
-		Cookie: r.Cookie,
+		Cookie:  r.Cookie,
+		GroupID: func(id uint32) uint32 { return GroupID(r.Prefix, id) },
+		MeterID: func(id uint32) uint32 { return MeterID(r.Prefix, id) },
 	}
 	return fmt.Sprintf("cookie=%#x, ", r.Cookie) + r.Flow.Format(fmt.Sprint(r.TableID), p, r.MatchString())
 }

@@ -49,6 +49,23 @@ type Printer struct {
 	// Cookie is the cookie the host gives flows a learn action adds (the
 	// learning flow's own); learn(...) prints it.
 	Cookie uint64
+	// GroupID and MeterID, when set, map the plugin's local group and
+	// meter IDs to the switch's (the host prints those).
+	GroupID, MeterID func(uint32) uint32
+}
+
+func (p Printer) group(id uint32) uint32 {
+	if p.GroupID == nil {
+		return id
+	}
+	return p.GroupID(id)
+}
+
+func (p Printer) meter(id uint32) uint32 {
+	if p.MeterID == nil {
+		return id
+	}
+	return p.MeterID(id)
 }
 
 // DefaultPrinter prints fields and jumps symbolically.
@@ -178,8 +195,8 @@ func (a *ActController) Validate() error {
 	return nil
 }
 
-// Format prints as ovs-ofctl does, with the plugin-local meter ID.
-func (a *ActController) Format(Printer) string {
+// Format prints as ovs-ofctl does, the meter ID mapped by p.
+func (a *ActController) Format(p Printer) string {
 	var args []string
 	if a.Reason != ReasonAction {
 		args = append(args, "reason="+a.Reason.String())
@@ -191,7 +208,7 @@ func (a *ActController) Format(Printer) string {
 		args = append(args, "userdata="+hexDots(a.Userdata))
 	}
 	if a.Meter != 0 {
-		args = append(args, fmt.Sprintf("meter_id=%d", a.Meter))
+		args = append(args, fmt.Sprintf("meter_id=%d", p.meter(a.Meter)))
 	}
 	if len(args) == 0 {
 		ml := a.MaxLen
@@ -236,8 +253,10 @@ func (a *ActLoad) Validate() error {
 	}
 	return nil
 }
-func (a *ActLoad) Format(p Printer) string { return fmt.Sprintf("load:%#x->%s", a.Value, p.Field(a.Field)) }
-func (a *ActLoad) String() string          { return a.Format(DefaultPrinter) }
+func (a *ActLoad) Format(p Printer) string {
+	return fmt.Sprintf("load:%#x->%s", a.Value, p.Field(a.Field))
+}
+func (a *ActLoad) String() string { return a.Format(DefaultPrinter) }
 
 // Operand is a run of bits that move and learn read or write: a register
 // field (Reg) or bits of a packet header field (Header, HeaderBits).
@@ -405,16 +424,16 @@ func SetPktMark(v, mask uint32) Action {
 // The ARP setters rewrite an ARP packet in place, which is how a plugin
 // answers ARP from the switch itself (turn a request into a reply and send
 // it back out of the port it came in on).
-func SetARPOp(op uint16) Action               { return setField(MatchARPOp, be(2, uint64(op))) }
-func SetARPSha(mac net.HardwareAddr) Action   { return setField(MatchARPSha, []byte(mac)) }
-func SetARPTha(mac net.HardwareAddr) Action   { return setField(MatchARPTha, []byte(mac)) }
-func SetARPSpa(a netip.Addr) Action           { b := a.As4(); return setField(MatchARPSpa, b[:]) }
-func SetARPTpa(a netip.Addr) Action           { b := a.As4(); return setField(MatchARPTpa, b[:]) }
-func SetVlanVID(vid uint16) Action            { return setField(MatchVlanVID, be(2, uint64(vid))) }
-func SetICMPv6Type(t uint8) Action            { return setField(MatchICMPv6Type, []byte{t}) }
-func SetNDTarget(a netip.Addr) Action         { b := a.As16(); return setField(MatchNDTarget, b[:]) }
-func SetNDTLL(mac net.HardwareAddr) Action    { return setField(MatchNDTLL, []byte(mac)) }
-func SetIPDSCP(dscp uint8) Action             { return setField(MatchIPDSCP, []byte{dscp}) }
+func SetARPOp(op uint16) Action             { return setField(MatchARPOp, be(2, uint64(op))) }
+func SetARPSha(mac net.HardwareAddr) Action { return setField(MatchARPSha, []byte(mac)) }
+func SetARPTha(mac net.HardwareAddr) Action { return setField(MatchARPTha, []byte(mac)) }
+func SetARPSpa(a netip.Addr) Action         { b := a.As4(); return setField(MatchARPSpa, b[:]) }
+func SetARPTpa(a netip.Addr) Action         { b := a.As4(); return setField(MatchARPTpa, b[:]) }
+func SetVlanVID(vid uint16) Action          { return setField(MatchVlanVID, be(2, uint64(vid))) }
+func SetICMPv6Type(t uint8) Action          { return setField(MatchICMPv6Type, []byte{t}) }
+func SetNDTarget(a netip.Addr) Action       { b := a.As16(); return setField(MatchNDTarget, b[:]) }
+func SetNDTLL(mac net.HardwareAddr) Action  { return setField(MatchNDTLL, []byte(mac)) }
+func SetIPDSCP(dscp uint8) Action           { return setField(MatchIPDSCP, []byte{dscp}) }
 
 var settable = map[MatchKind]bool{
 	MatchEthSrc: true, MatchEthDst: true, MatchIPv4Src: true, MatchIPv4Dst: true, MatchIPv6Src: true, MatchIPv6Dst: true,
@@ -520,8 +539,8 @@ func (a *ActDecTTL) Format(Printer) string   { return "dec_ttl" }
 func (a *ActPopVLAN) Format(Printer) string  { return "pop_vlan" }
 func (a *ActCTClear) Format(Printer) string  { return "ct_clear" }
 func (a *ActPushVLAN) Format(Printer) string { return fmt.Sprintf("push_vlan:%#x", a.TPID) }
-func (a *ActGroup) Format(Printer) string    { return fmt.Sprintf("group:%d", a.ID) }
-func (a *ActMeter) Format(Printer) string    { return fmt.Sprintf("meter:%d", a.ID) }
+func (a *ActGroup) Format(p Printer) string  { return fmt.Sprintf("group:%d", p.group(a.ID)) }
+func (a *ActMeter) Format(p Printer) string  { return fmt.Sprintf("meter:%d", p.meter(a.ID)) }
 
 func (a *ActDecTTL) String() string   { return a.Format(DefaultPrinter) }
 func (a *ActPopVLAN) String() string  { return a.Format(DefaultPrinter) }

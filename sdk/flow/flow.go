@@ -134,6 +134,9 @@ func (f *Flow) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := f.Match.checkPrerequisites(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, validateActions(f.Actions)...)
 	for _, j := range f.Jumps() {
 		if err := j.Validate(); err != nil {

@@ -240,6 +240,8 @@ func TestValidate(t *testing.T) {
 		{"conjunction of one clause", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 1)}}), "2 <= clauses <= 64"},
 		{"conjunction with other actions", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 2), Output(1)}}), "no other actions and no jump"},
 		{"conjunction with a jump", NewBatch().AddFlows(Flow{Table: "t", Actions: []Action{Conjunction(7, 1, 2)}, Goto: NextTable()}), "no other actions and no jump"},
+		{"ct tuple without ct_state", NewBatch().AddFlows(Flow{Table: "t", Match: Match{}.IPv4().CTNwProto(6)}), "needs CTState(CTTracked, CTTracked|CTInvalid)"},
+		{"ct tuple with +trk-inv", NewBatch().AddFlows(Flow{Table: "t", Match: Match{}.IPv4().CTState(CTTracked, CTTracked|CTInvalid).CTNwProto(6)}), ""},
 		{"delete needs only the key", NewBatch().DeleteFlows(Flow{Table: "t", Actions: []Action{nil}}), ""},
 	}
 	for _, tc := range cases {

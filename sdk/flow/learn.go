@@ -34,7 +34,9 @@ func LearnMatchPacket(dst Operand) LearnSpec { return LearnSpec{Kind: LearnMatch
 
 // LearnMatchFrom matches dst of later packets against src of this packet
 // (e.g. a reply's ipv4_dst against this request's ipv4_src).
-func LearnMatchFrom(dst, src Operand) LearnSpec { return LearnSpec{Kind: LearnMatch, Dst: dst, Src: src} }
+func LearnMatchFrom(dst, src Operand) LearnSpec {
+	return LearnSpec{Kind: LearnMatch, Dst: dst, Src: src}
+}
 
 // LearnMatchValue matches dst against a constant (the EtherType and IP
 // protocol that later header matches need).

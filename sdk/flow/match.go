@@ -464,12 +464,12 @@ func (m Match) ICMPType(t uint8) Match { return m.exact(MatchICMPType, uint64(t)
 func (m Match) ICMPCode(c uint8) Match { return m.exact(MatchICMPCode, uint64(c)) }
 
 // ICMPv6Type, ICMPv6Code and the ND fields need ICMP6().
-func (m Match) ICMPv6Type(t uint8) Match        { return m.exact(MatchICMPv6Type, uint64(t)) }
-func (m Match) ICMPv6Code(c uint8) Match        { return m.exact(MatchICMPv6Code, uint64(c)) }
-func (m Match) NDTarget(a netip.Addr) Match     { return m.prefix(MatchNDTarget, netip.PrefixFrom(a, 128)) }
+func (m Match) ICMPv6Type(t uint8) Match         { return m.exact(MatchICMPv6Type, uint64(t)) }
+func (m Match) ICMPv6Code(c uint8) Match         { return m.exact(MatchICMPv6Code, uint64(c)) }
+func (m Match) NDTarget(a netip.Addr) Match      { return m.prefix(MatchNDTarget, netip.PrefixFrom(a, 128)) }
 func (m Match) NDSLL(mac net.HardwareAddr) Match { return m.mac(MatchNDSLL, mac, nil) }
 func (m Match) NDTLL(mac net.HardwareAddr) Match { return m.mac(MatchNDTLL, mac, nil) }
-func (m Match) ARPOp(op uint16) Match           { return m.exact(MatchARPOp, uint64(op)) }
+func (m Match) ARPOp(op uint16) Match            { return m.exact(MatchARPOp, uint64(op)) }
 
 // IPDSCP matches the 6-bit DSCP; IPECN the 2-bit ECN field.
 func (m Match) IPDSCP(dscp uint8) Match { return m.exact(MatchIPDSCP, uint64(dscp&0x3f)) }
@@ -763,4 +763,21 @@ func (m Match) Format(field func(MatchField) string) string {
 		parts = append(parts, field(f))
 	}
 	return strings.Join(parts, ",")
+}
+
+// checkPrerequisites reports matches the switch would refuse for a
+// missing prerequisite that only the SDK can name well: the conntrack
+// tuple fields need a tracked, valid connection.
+func (m Match) checkPrerequisites() error {
+	for _, f := range m.fields {
+		switch f.Kind {
+		case MatchCTNwSrc, MatchCTNwDst, MatchCTIPv6Src, MatchCTIPv6Dst, MatchCTTpSrc, MatchCTTpDst, MatchCTNwProto:
+			st, ok := m.Get(MatchCTState, "")
+			bits, mask := uint32(st.Uint()), uint32(st.MaskUint())
+			if !ok || bits&CTTracked == 0 || mask&CTInvalid == 0 || bits&CTInvalid != 0 {
+				return fmt.Errorf("match on %s needs CTState(CTTracked, CTTracked|CTInvalid) (ct_state=+trk-inv) in the same match", f.Kind)
+			}
+		}
+	}
+	return nil
 }

@@ -84,7 +84,8 @@ func Matches() []struct {
 	ip := netip.MustParseAddr
 	pfx := netip.MustParsePrefix
 	mac := net.HardwareAddr{0x0a, 0x58, 0, 0, 0, 1}
-	trk := m.CTState(flow.CTTracked, flow.CTTracked)
+	// The ct tuple fields need a tracked, valid connection.
+	trk := m.CTState(flow.CTTracked, flow.CTTracked|flow.CTInvalid)
 	return []struct {
 		Name  string
 		Match flow.Match

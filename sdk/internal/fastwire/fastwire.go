@@ -46,7 +46,7 @@ const (
 	opField, opHeader, opOffset, opWidth = 1, 2, 3, 4
 
 	actKind, actPort, actField, actSetKind, actValue, actUint, actMaxLen, actUserdata, actCT = 1, 2, 3, 5, 6, 7, 8, 9, 10
-	actMoveFrom, actMoveTo, actMask, actReason, actJump, actLearn                         = 20, 21, 22, 23, 24, 25
+	actMoveFrom, actMoveTo, actMask, actReason, actJump, actLearn                            = 20, 21, 22, 23, 24, 25
 )
 
 // encoder appends nested messages: each level encodes into its own scratch
@@ -563,9 +563,9 @@ func (d *decoder) jump(data []byte) (flow.Jump, error) {
 // kind (which may come last) decides the type.
 type rawAction struct {
 	kind, port, setKind, uint, maxLen, reason uint64
-	field, value, userdata, ct, moveFrom     []byte
-	moveTo, mask, jump                       []byte
-	hasField                                 bool
+	field, value, userdata, ct, moveFrom      []byte
+	moveTo, mask, jump                        []byte
+	hasField                                  bool
 }
 
 // action decodes one Action message. An unknown kind decodes to nil, as

@@ -2,8 +2,8 @@ package fastwire_test
 
 import (
 	"net"
-	"reflect"
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"

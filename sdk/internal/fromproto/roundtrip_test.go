@@ -2,10 +2,10 @@ package fromproto_test
 
 import (
 	"net"
-	"reflect"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
