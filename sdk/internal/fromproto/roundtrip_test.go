@@ -176,3 +176,30 @@ func TestSeedCorpus(t *testing.T) {
 		t.Errorf("%s is stale: run with UPDATE_FUZZ_SEEDS=1", path)
 	}
 }
+
+// TestEveryWireKind: every action sample gets its own ActionKind, and
+// every ActionKind of the .proto is produced by some sample, so a kind
+// added to one side only fails here.
+func TestEveryWireKind(t *testing.T) {
+	byKind := map[pb.ActionKind]string{}
+	for _, s := range flowtest.Actions("t") {
+		k := pb.ActionKind(toproto.Action(s.Action).GetKind())
+		if k == pb.ActionKind_ACTION_UNKNOWN {
+			t.Errorf("sample %s (%T) encodes as ACTION_UNKNOWN: add it to toproto.Action", s.Name, s.Action)
+			continue
+		}
+		if prev, ok := byKind[k]; ok && reflect.TypeOf(s.Action).String() != prev {
+			t.Errorf("sample %s (%T) shares kind %s with %s", s.Name, s.Action, k, prev)
+		}
+		byKind[k] = reflect.TypeOf(s.Action).String()
+		back := fromproto.Action(toproto.Action(s.Action))
+		if back == nil || reflect.TypeOf(back) != reflect.TypeOf(s.Action) {
+			t.Errorf("sample %s (%T) decodes as %T: add kind %s to fromproto.Action", s.Name, s.Action, back, k)
+		}
+	}
+	for v, name := range pb.ActionKind_name {
+		if k := pb.ActionKind(v); k != pb.ActionKind_ACTION_UNKNOWN && byKind[k] == "" {
+			t.Errorf("wire kind %s has no flowtest sample", name)
+		}
+	}
+}
