@@ -42,7 +42,12 @@ func appendGroupProps(b []byte, s *GroupSelection) ([]byte, error) {
 		if !f.valid() {
 			return b, encodeError("group selection method", "unknown field %d", f)
 		}
+		// Each field is an OXM TLV whose value says which bits to hash:
+		// all of them.
 		b = put32(b, f.oxmHeader(false))
+		for range f.Size() {
+			b = append(b, 0xff)
+		}
 	}
 	setLen16(b, start+2, len(b)-start)
 	return pad8(b, start), nil
@@ -71,12 +76,17 @@ func decodeGroupProps(r *reader) *GroupSelection {
 		}
 		sel = &GroupSelection{Method: string(name), Param: p.u64()}
 		for p.left() >= 4 {
-			f, _, _ := fieldFromHeader(p.u32())
+			f, _, n := fieldFromHeader(p.u32())
 			if !f.valid() {
 				r.failf(ErrUnknownType, "group selection field")
 				return nil
 			}
+			p.skip(n) // the bits hashed; Fields means all of them
 			sel.Fields = append(sel.Fields, f)
+		}
+		if p.err != nil {
+			r.failf(ErrBadLength, "group selection fields")
+			return nil
 		}
 	}
 	return sel
