@@ -2,7 +2,6 @@ package ofxlate
 
 import (
 	"fmt"
-	"slices"
 
 	"switchyard.dev/switchyard/host/flowstore"
 	"switchyard.dev/switchyard/host/openflow"
@@ -95,17 +94,25 @@ func Match(m flow.Match, fields map[string]flow.Bits) (openflow.Match, error) {
 		if err != nil {
 			return nil, err
 		}
-		if f.Kind == flow.MatchRegField {
-			if i := slices.IndexFunc(out, func(x openflow.MatchField) bool { return x.Field == of.Field }); i >= 0 {
-				prev := out[i]
-				v := prev.Uint64()&prev.MaskUint64() | of.Uint64()&of.MaskUint64()
-				out[i] = openflow.Masked(of.Field, v, prev.MaskUint64()|of.MaskUint64())
-				continue
-			}
+		if f.Kind == flow.MatchRegField && mergeReg(out, &of) {
+			continue
 		}
 		out = append(out, of)
 	}
 	return out, nil
+}
+
+// mergeReg folds of into a match on the same register already in out.
+func mergeReg(out openflow.Match, of *openflow.MatchField) bool {
+	for i := range out {
+		if out[i].Field == of.Field {
+			prev := &out[i]
+			v := prev.Uint64()&prev.MaskUint64() | of.Uint64()&of.MaskUint64()
+			out[i] = openflow.Masked(of.Field, v, prev.MaskUint64()|of.MaskUint64())
+			return true
+		}
+	}
+	return false
 }
 
 // Context is what translating actions needs beyond the actions themselves.
