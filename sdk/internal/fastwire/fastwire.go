@@ -51,7 +51,32 @@ const (
 
 // encoder appends nested messages: each level encodes into its own scratch
 // buffer, then the parent appends it length-prefixed.
-type encoder struct{ scratch [4][]byte }
+type encoder struct{ scratch [5][]byte }
+
+// field, jump and operand encode a nested message into the scratch
+// buffer of level i and keep the buffer for the next one.
+func (e *encoder) field(i int, f flow.Field) []byte {
+	e.scratch[i] = appendField(e.scratch[i][:0], f)
+	return e.scratch[i]
+}
+
+func (e *encoder) jump(i int, j flow.Jump) []byte {
+	e.scratch[i] = appendJump(e.scratch[i][:0], j)
+	return e.scratch[i]
+}
+
+func (e *encoder) operand(i int, o flow.Operand) []byte {
+	b := e.scratch[i][:0]
+	if f, ok := o.Reg(); ok {
+		b = appendMessage(b, opField, e.field(i+1, f))
+	} else if k, ofs, w, ok := o.Header(); ok {
+		b = appendVarintField(b, opHeader, uint64(k))
+		b = appendVarintField(b, opOffset, uint64(ofs))
+		b = appendVarintField(b, opWidth, uint64(w))
+	}
+	e.scratch[i] = b
+	return b
+}
 
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
@@ -101,19 +126,6 @@ func boolVal(v bool) uint64 {
 	return 0
 }
 
-func appendOperand(b []byte, o flow.Operand) []byte {
-	if f, ok := o.Reg(); ok {
-		var tmp [64]byte
-		return appendMessage(b, opField, appendField(tmp[:0], f))
-	}
-	if k, ofs, w, ok := o.Header(); ok {
-		b = appendVarintField(b, opHeader, uint64(k))
-		b = appendVarintField(b, opOffset, uint64(ofs))
-		return appendVarintField(b, opWidth, uint64(w))
-	}
-	return b
-}
-
 func appendAddr(b []byte, num protowire.Number, a netip.Addr) []byte {
 	switch {
 	case a.Is4():
@@ -130,7 +142,7 @@ func (e *encoder) appendCT(b []byte, c *flow.ActCT) []byte {
 	b = appendVarintField(b, ctCommit, boolVal(c.Commit))
 	b = appendVarintField(b, ctZone, uint64(c.Zone))
 	if c.Resume.Kind != flow.JumpNone {
-		b = appendMessage(b, ctResume, appendJump(e.scratch[3][:0], c.Resume))
+		b = appendMessage(b, ctResume, e.jump(3, c.Resume))
 	}
 	b = appendVarintField(b, ctMark, uint64(c.Mark))
 	b = appendVarintField(b, ctMarkMask, uint64(c.MarkMask))
@@ -169,7 +181,7 @@ func (e *encoder) appendAction(b []byte, a flow.Action) ([]byte, error) {
 		b = appendVarintField(b, actPort, uint64(a.Port))
 	case *flow.ActOutputField:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_OUTPUT_FIELD))
-		b = appendMessage(b, actField, appendField(e.scratch[2][:0], a.Field))
+		b = appendMessage(b, actField, e.field(2, a.Field))
 	case *flow.ActInPort:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_IN_PORT))
 	case *flow.ActNormal:
@@ -187,15 +199,15 @@ func (e *encoder) appendAction(b []byte, a flow.Action) ([]byte, error) {
 		b = appendBytesField(b, actMask, a.Mask)
 	case *flow.ActLoad:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_LOAD))
-		b = appendMessage(b, actField, appendField(e.scratch[2][:0], a.Field))
+		b = appendMessage(b, actField, e.field(2, a.Field))
 		b = appendVarintField(b, actUint, uint64(a.Value))
 	case *flow.ActMove:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_MOVE))
 		if a.From != (flow.Operand{}) {
-			b = appendMessage(b, actMoveFrom, appendOperand(e.scratch[2][:0], a.From))
+			b = appendMessage(b, actMoveFrom, e.operand(2, a.From))
 		}
 		if a.To != (flow.Operand{}) {
-			b = appendMessage(b, actMoveTo, appendOperand(e.scratch[2][:0], a.To))
+			b = appendMessage(b, actMoveTo, e.operand(2, a.To))
 		}
 	case *flow.ActCT:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_CT))
@@ -224,7 +236,7 @@ func (e *encoder) appendAction(b []byte, a flow.Action) ([]byte, error) {
 	case *flow.ActResubmit:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_RESUBMIT))
 		if a.To.Kind != flow.JumpNone {
-			b = appendMessage(b, actJump, appendJump(e.scratch[2][:0], a.To))
+			b = appendMessage(b, actJump, e.jump(2, a.To))
 		}
 	case *flow.ActNote:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_NOTE))
@@ -244,7 +256,7 @@ func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) ([]byte, er
 		mf := e.scratch[1][:0]
 		mf = appendVarintField(mf, mfKind, uint64(m.Kind))
 		if m.Kind == flow.MatchRegField {
-			mf = appendMessage(mf, mfField, appendField(e.scratch[2][:0], m.Field))
+			mf = appendMessage(mf, mfField, e.field(2, m.Field))
 		}
 		mf = appendBytesField(mf, mfValue, m.Value)
 		mf = appendBytesField(mf, mfMask, m.Mask)
@@ -260,7 +272,7 @@ func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) ([]byte, er
 		b = appendMessage(b, flowActions, act)
 	}
 	if f.Goto.Kind != flow.JumpNone {
-		b = appendMessage(b, flowGoto, appendJump(e.scratch[1][:0], f.Goto))
+		b = appendMessage(b, flowGoto, e.jump(1, f.Goto))
 	}
 	b = appendVarintField(b, flowTag, uint64(f.Tag))
 	b = appendVarintField(b, flowIdle, uint64(f.IdleTimeout))
