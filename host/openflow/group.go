@@ -272,7 +272,9 @@ func (g *GroupDesc) AppendText(b []byte) []byte {
 			id = uint32(i)
 		}
 		b = appendUint(append(b, ",bucket=bucket_id:"...), uint64(id))
-		if bk.Weight != 0 {
+		// OVS prints a weight that differs from its type's default: 1
+		// for select groups, 0 for the others.
+		if bk.Weight != defaultWeight(g.Type) {
 			b = appendUint(append(b, ",weight:"...), uint64(bk.Weight))
 		}
 		if bk.WatchPort != 0 {
@@ -292,3 +294,10 @@ func (g *GroupDesc) AppendText(b []byte) []byte {
 }
 
 func (g *GroupDesc) String() string { return string(g.AppendText(nil)) }
+
+func defaultWeight(t GroupType) uint16 {
+	if t == GroupTypeSelect {
+		return 1
+	}
+	return 0
+}
