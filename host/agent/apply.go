@@ -106,6 +106,14 @@ func (a *Agent) fieldsLocked(owner string) map[string]flow.Bits {
 	return f
 }
 
+// bucketContextLocked is what translating owner's group buckets (and
+// packet-out actions) needs: its fields, its prefix, and the tables a
+// resubmit may name.
+func (a *Agent) bucketContextLocked(owner string, fields map[string]flow.Bits, prefix uint16) *ofxlate.Context {
+	arb := a.arb
+	return &ofxlate.Context{Fields: fields, Prefix: prefix, Table: func(j flow.Jump) (uint8, error) { return arb.WritableTable(owner, j) }}
+}
+
 // planMessagesLocked orders a plan for the switch: meter adds (sent before
 // the bundle), the bundle itself (group adds, flows, group deletes, so a
 // flow can use a group of the same batch), and meter deletes (after).
@@ -121,7 +129,7 @@ func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod,
 			}
 			msgs = append(msgs, m)
 		case c.Group != nil:
-			m, err := ofxlate.GroupMod(c.Kind, c.Group, fields)
+			m, err := ofxlate.GroupMod(c.Kind, c.Group, a.bucketContextLocked(p.Owner, fields, c.Group.Prefix))
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -153,7 +161,7 @@ func (a *Agent) allMessagesLocked() ([]*openflow.MeterMod, []openflow.Message, e
 		}
 		fields := a.fieldsLocked(owner)
 		for _, g := range a.store.Groups(owner) {
-			m, err := ofxlate.GroupMod(flow.OpAdd, g, fields)
+			m, err := ofxlate.GroupMod(flow.OpAdd, g, a.bucketContextLocked(owner, fields, g.Prefix))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -297,7 +305,7 @@ func (a *Agent) relayoutLocked(ctx context.Context) error {
 				continue
 			}
 			r.Cookie = e.R.Cookie
-			if r.Goto == e.R.Goto && slices.Equal(r.CTResume, e.R.CTResume) {
+			if r.Goto == e.R.Goto && slices.Equal(r.Jumps, e.R.Jumps) {
 				continue
 			}
 			m, err := ofxlate.FlowMod(flow.OpAdd, r)

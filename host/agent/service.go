@@ -104,15 +104,22 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 	fields := s.a.fieldsLocked(s.name())
 	p, _ := s.a.arb.Plugin(s.name())
 	s.a.mu.Unlock()
-	for _, act := range po.Actions {
+	for i, act := range po.Actions {
+		if act == nil {
+			return fmt.Errorf("%w: plugin %q: packet-out: action %d is missing or of an unknown kind", sdk.ErrInvalid, s.name(), i)
+		}
 		if err := act.Validate(); err != nil {
 			return fmt.Errorf("%w: plugin %q: packet-out: %v", sdk.ErrInvalid, s.name(), err)
 		}
-		if act.Kind == flow.ActCT {
-			return fmt.Errorf("%w: plugin %q: packet-out cannot use ct()", sdk.ErrInvalid, s.name())
+		switch act.(type) {
+		case *flow.ActCT, *flow.ActLearn:
+			return fmt.Errorf("%w: plugin %q: packet-out cannot use %s", sdk.ErrInvalid, s.name(), act)
 		}
 	}
-	acts, err := ofxlate.Actions(po.Actions, &ofxlate.Context{Fields: fields, Prefix: p.Prefix})
+	s.a.mu.Lock()
+	c := s.a.bucketContextLocked(s.name(), fields, p.Prefix)
+	s.a.mu.Unlock()
+	acts, err := ofxlate.Actions(po.Actions, c)
 	if err != nil {
 		return fmt.Errorf("plugin %q: packet-out: %w", s.name(), err)
 	}

@@ -6,13 +6,152 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"strings"
 
 	"switchyard.dev/switchyard/host/flowstore"
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/pipeline"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/flow/flowtest"
 )
+
+// vocabArbiter declares a plugin with every flowtest field and a later
+// table "next" (for resubmit, ct(table=) and learn samples).
+func vocabArbiter(t testing.TB) *pipeline.Arbiter {
+	a := pipeline.New()
+	if _, err := a.Register("p", []sdk.Table{
+		{Name: "class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
+		{Name: "next", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
+	}, flowtest.Fields()); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// legacyText are actions whose symbolic-resolved text predates the
+// vocabulary work and is not ovs-ofctl's (register loads print as
+// load:V->regN[a..b], not set_field:V/M->regN; register moves and outputs
+// name regN[..] rather than NXM_NX_REGN[..]). Every other action's text,
+// resolved by the host, must be exactly what the switch codec (and so
+// ovs-ofctl) prints.
+var legacyText = map[string]bool{"load": true, "move_reg": true, "output_field": true}
+
+// TestEveryActionTranslates: every action type (flowtest.Actions, which
+// its own test keeps complete) resolves, translates, encodes, and the
+// host's resolved text equals the codec's ovs-ofctl text.
+func TestEveryActionTranslates(t *testing.T) {
+	a := vocabArbiter(t)
+	for _, s := range flowtest.Actions("next") {
+		t.Run(s.Name, func(t *testing.T) {
+			f := &flow.Flow{Table: "class", Priority: 5, Actions: []flow.Action{s.Action}}
+			r, err := a.Resolve("p", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			of, err := Flow(r)
+			if err != nil {
+				t.Fatalf("translate: %v", err)
+			}
+			if _, err := openflow.Marshal(1, &openflow.FlowMod{Command: openflow.FlowAdd, Flow: of}); err != nil {
+				t.Fatalf("encode: %v", err)
+			}
+			ours := r.String()[strings.Index(r.String(), " actions=")+9:]
+			codec := of.String()[strings.Index(of.String(), " actions=")+9:]
+			if legacyText[s.Name] {
+				t.Logf("legacy text: ours %q, ovs-ofctl %q", ours, codec)
+				return
+			}
+			if ours != codec {
+				t.Errorf("resolved text %q, but the switch prints %q", ours, codec)
+			}
+		})
+	}
+}
+
+// legacyMatchNames are match kinds whose SDK text predates the vocabulary
+// work and differs from ovs-ofctl's (tcp_dst vs tp_dst, dl_vlan vs
+// vlan_tci); the shorthands (eth_type, nw_proto) print as one token.
+var legacyMatchNames = map[flow.MatchKind]bool{flow.MatchTCPSrc: true, flow.MatchTCPDst: true, flow.MatchUDPSrc: true, flow.MatchUDPDst: true,
+	flow.MatchVlanVID: true, flow.MatchEthType: true, flow.MatchIPProto: true}
+
+// TestEveryMatchTranslates: every match kind translates and encodes, and
+// each field's resolved text is one of the tokens the codec (ovs-ofctl)
+// prints for the match.
+func TestEveryMatchTranslates(t *testing.T) {
+	a := vocabArbiter(t)
+	for _, s := range flowtest.Matches() {
+		t.Run(s.Name, func(t *testing.T) {
+			r, err := a.Resolve("p", &flow.Flow{Table: "class", Priority: 5, Match: s.Match})
+			if err != nil {
+				t.Fatal(err)
+			}
+			of, err := Flow(r)
+			if err != nil {
+				t.Fatalf("translate: %v", err)
+			}
+			if _, err := openflow.Marshal(1, &openflow.FlowMod{Command: openflow.FlowAdd, Flow: of}); err != nil {
+				t.Fatalf("encode: %v", err)
+			}
+			tokens := map[string]bool{}
+			for _, tok := range strings.Split(of.Match.String(), ",") {
+				tokens[tok] = true
+			}
+			regs := 0
+			for _, f := range s.Match.Fields() {
+				if f.Kind == flow.MatchRegField {
+					regs++
+				}
+			}
+			for _, f := range s.Match.Fields() {
+				// Register fields sharing a register merge into one token
+				// on the switch; the resolved text keeps them apart.
+				if legacyMatchNames[f.Kind] || (f.Kind == flow.MatchRegField && regs > 1) {
+					continue
+				}
+				text := f.String()
+				if f.Kind == flow.MatchRegField {
+					text = pipeline.RegMatchString(r.Fields[f.Field.Name], f)
+				}
+				if !tokens[text] {
+					t.Errorf("field %s prints %q, not among the switch's %q", f.Kind, text, of.Match.String())
+				}
+			}
+		})
+	}
+}
+
+// TestBucketResubmitAndSelection: a select group hashing on chosen
+// fields, whose bucket continues the pipeline with a resubmit to a table
+// the plugin may write; a private table of another plugin is refused.
+func TestBucketResubmitAndSelection(t *testing.T) {
+	a := vocabArbiter(t)
+	if _, err := a.Register("q", []sdk.Table{{Name: "q.private", Pipeline: flow.PipelineIP, Stage: flow.StageOutput}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Plugin("p")
+	ctx := func(owner string) *Context {
+		return &Context{Table: func(j flow.Jump) (uint8, error) { return a.WritableTable(owner, j) }}
+	}
+	g := &flowstore.GroupEntry{Owner: "p", Global: pipeline.GroupID(p.Prefix, 1), Prefix: p.Prefix, Group: &flow.Group{ID: 1, Type: flow.GroupSelect,
+		Selection: &flow.Selection{Method: flow.SelectHash, Fields: []flow.MatchKind{flow.MatchTCPSrc, flow.MatchIPv4Src}},
+		Buckets:   []flow.Bucket{{Weight: 10, Actions: []flow.Action{flow.Resubmit(flow.GotoTable("next"))}}, {Weight: 20, Actions: []flow.Action{flow.Output(2)}}}}}
+	gm, err := GroupMod(flow.OpAdd, g, ctx("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := openflow.GroupDesc{Type: gm.Type, GroupID: gm.GroupID, Buckets: gm.Buckets, Selection: gm.Selection}
+	if got, want := desc.String(), "group_id=16777217,type=select,selection_method=hash,fields(ip_src,tcp_src),bucket=bucket_id:0,weight:10,actions=resubmit(,90),bucket=bucket_id:1,weight:20,actions=output:2"; got != want {
+		t.Errorf("group text\n got %s\nwant %s", got, want)
+	}
+	if _, err := openflow.Marshal(1, gm); err != nil {
+		t.Errorf("encode: %v", err)
+	}
+	g.Group.Buckets[0].Actions = []flow.Action{flow.Resubmit(flow.GotoTable("q.private"))}
+	if _, err := GroupMod(flow.OpAdd, g, ctx("p")); err == nil || !strings.Contains(err.Error(), "private to plugin") {
+		t.Errorf("resubmit into another plugin's private table: %v", err)
+	}
+}
 
 // TestFlowGolden checks the OpenFlow flow each SDK flow becomes, in the
 // codec's ovs-ofctl text (which the codec's own tests tie to ovs-ofctl).
@@ -37,7 +176,7 @@ func TestFlowGolden(t *testing.T) {
 			Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, 1)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageConntrackState)},
 			"cookie=0x1000100000000, priority=200,in_port=3,dl_src=aa:bb:cc:00:00:01 actions=set_field:0x1/0xf->reg0,goto_table:40"},
 		{"conntrack", flow.Flow{Table: "ct", Priority: 10, Match: flow.Match{}.IPv4(),
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 5, Resume: flow.NextTable(), NAT: true})}},
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 5, Resume: flow.NextTable(), NAT: &flow.NAT{}})}},
 			"cookie=0x1000100000000, table=40, priority=10,ip actions=ct(table=90,zone=5,nat)"},
 		{"route with field match and rewrite", flow.Flow{Table: "route", Priority: 100, Tag: 9,
 			Match:   flow.Match{}.IPv4().IPv4DstPrefix(netip.MustParsePrefix("10.1.0.0/16")).Field(mark, 3).CTState(flow.CTTracked|flow.CTEstablished, flow.CTTracked|flow.CTEstablished|flow.CTNew),
@@ -45,7 +184,7 @@ func TestFlowGolden(t *testing.T) {
 			"cookie=0x1000100000009, table=90, priority=100,ct_state=-new+est+trk,ip,reg0=0x60/0x1fe0,nw_dst=10.1.0.0/16 actions=set_field:aa:bb:cc:00:00:01->eth_dst,dec_ttl,set_field:0x7->reg1,goto_table:200"},
 		{"output by register", flow.Flow{Table: "out", Priority: 1, Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}},
 			"cookie=0x1000100000000, table=200, priority=1 actions=output:NXM_NX_REG1[]"},
-		{"tcp drop", flow.Flow{Table: "route", Priority: 300, Match: flow.Match{}.TCP().TCPDst(23)},
+		{"tcp drop", flow.Flow{Table: "route", Priority: 300, Match: flow.Match{}.TCP4().TCPDst(23)},
 			"cookie=0x1000100000000, table=90, priority=300,tcp,tp_dst=23 actions=drop"},
 		{"conjunction clause", flow.Flow{Table: "route", Priority: 200, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")),
 			Actions: []flow.Action{flow.Conjunction(9, 1, 2)}},
@@ -77,7 +216,7 @@ func TestFlowGolden(t *testing.T) {
 func TestGroupAndMeter(t *testing.T) {
 	g := &flowstore.GroupEntry{Owner: "p", Global: pipeline.GroupID(2, 5), Prefix: 2, Group: &flow.Group{ID: 5, Type: flow.GroupSelect,
 		Buckets: []flow.Bucket{{Weight: 10, Actions: []flow.Action{flow.Output(1)}}, {Weight: 20, Actions: []flow.Action{flow.Output(2)}}}}}
-	gm, err := GroupMod(flow.OpAdd, g, nil)
+	gm, err := GroupMod(flow.OpAdd, g, &Context{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +230,31 @@ func TestGroupAndMeter(t *testing.T) {
 	want := &openflow.MeterMod{Command: openflow.MeterAdd, Flags: openflow.MeterPktps | openflow.MeterBurst, MeterID: 2<<10 | 1, Bands: []openflow.MeterBand{{Type: 1, Rate: 100, BurstSize: 10}}}
 	if diff := cmp.Diff(want, mm); diff != "" {
 		t.Errorf("meter mod (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkTranslate is the host's cost per flow of each action type:
+// translate the resolved flow (ofxlate.FlowMod) and encode it for the
+// switch (openflow.Marshal).
+func BenchmarkTranslate(b *testing.B) {
+	a := vocabArbiter(b)
+	for _, s := range flowtest.Actions("next") {
+		r, err := a.Resolve("p", &flow.Flow{Table: "class", Priority: 5, Match: flow.Match{}.IPv4().IPv4Dst(netip.MustParseAddr("10.1.2.3")), Actions: []flow.Action{s.Action}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(s.Name, func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 0, 512)
+			for b.Loop() {
+				m, err := FlowMod(flow.OpAdd, r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if buf, err = openflow.AppendMessage(buf[:0], 1, m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

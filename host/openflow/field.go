@@ -80,6 +80,9 @@ const (
 	FieldCTIPv6Dst
 	FieldCTTpSrc
 	FieldCTTpDst
+	FieldTCPFlags
+	FieldTunIPv6Src
+	FieldTunIPv6Dst
 	numFields
 )
 
@@ -195,6 +198,9 @@ var fields = [numFields]fieldInfo{
 	FieldCTIPv6Dst:  {name: "ct_ipv6_dst", nxm: "NXM_NX_CT_IPV6_DST", class: classNXM1, code: 123, size: 16, maskable: true, kind: kindIPv6},
 	FieldCTTpSrc:    {name: "ct_tp_src", nxm: "NXM_NX_CT_TP_SRC", class: classNXM1, code: 124, size: 2, maskable: true, kind: kindDec},
 	FieldCTTpDst:    {name: "ct_tp_dst", nxm: "NXM_NX_CT_TP_DST", class: classNXM1, code: 125, size: 2, maskable: true, kind: kindDec},
+	FieldTCPFlags:   {name: "tcp_flags", nxm: "NXM_NX_TCP_FLAGS", class: classOpenFlow, code: 42, size: 2, maskable: true, ethType: ethIPv4, ethType2: ethIPv6, proto: 6},
+	FieldTunIPv6Src: {name: "tun_ipv6_src", nxm: "NXM_NX_TUN_IPV6_SRC", class: classNXM1, code: 109, size: 16, maskable: true, kind: kindIPv6},
+	FieldTunIPv6Dst: {name: "tun_ipv6_dst", nxm: "NXM_NX_TUN_IPV6_DST", class: classNXM1, code: 110, size: 16, maskable: true, kind: kindIPv6},
 }
 
 // headerIndex maps a wire (class, code) pair to a Field. It also holds
@@ -219,7 +225,7 @@ func init() {
 		{classNXM1, 16, FieldTunID}, {classNXM1, 17, FieldARPSHA}, {classNXM1, 18, FieldARPTHA},
 		{classNXM1, 19, FieldIPv6Src}, {classNXM1, 20, FieldIPv6Dst}, {classNXM1, 21, FieldICMPv6Type},
 		{classNXM1, 22, FieldICMPv6Code}, {classNXM1, 23, FieldNDTarget}, {classNXM1, 24, FieldNDSLL},
-		{classNXM1, 25, FieldNDTLL}, {classNXM1, 28, FieldIPECN},
+		{classNXM1, 25, FieldNDTLL}, {classNXM1, 28, FieldIPECN}, {classNXM1, 34, FieldTCPFlags},
 	}
 	for _, a := range aliases {
 		headerIndex[uint32(a.class)<<16|uint32(a.code)] = a.f

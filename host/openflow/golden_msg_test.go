@@ -48,6 +48,12 @@ var goldenMessages = []struct {
 	{"group mod all", &GroupMod{Command: GroupAdd, Type: GroupTypeAll, GroupID: 6, Buckets: []Bucket{{Actions: []Action{Output{Port: 1}}}, {ID: 1, Actions: []Action{Output{Port: 2}}}}}, "OFPT_GROUP_MOD (OF1.5) (xid=0x11):\n ADD group_id=6,type=all,bucket=bucket_id:0,actions=output:1,bucket=bucket_id:1,actions=output:2"},
 	{"group mod indirect", &GroupMod{Command: GroupModify, Type: GroupTypeIndirect, GroupID: 7, Buckets: []Bucket{{Actions: []Action{Output{Port: 1}}}}}, "OFPT_GROUP_MOD (OF1.5) (xid=0x11):\n MOD group_id=7,type=indirect,bucket=bucket_id:0,actions=output:1"},
 	{"group mod ff", &GroupMod{Command: GroupAdd, Type: GroupTypeFastFailover, GroupID: 8, Buckets: []Bucket{{ID: 1, WatchPort: 1, Actions: []Action{Output{Port: 1}}}, {ID: 2, WatchPort: 2, Actions: []Action{Output{Port: 2}}}}}, "OFPT_GROUP_MOD (OF1.5) (xid=0x11):\n ADD group_id=8,type=ff,bucket=bucket_id:1,watch_port:1,actions=output:1,bucket=bucket_id:2,watch_port:2,actions=output:2"},
+	{"group mod select hash", &GroupMod{Command: GroupAdd, Type: GroupTypeSelect, GroupID: 9, Selection: &GroupSelection{Method: "hash", Fields: []Field{FieldIPv4Src, FieldTCPSrc}},
+		Buckets: []Bucket{{Weight: 10, Actions: []Action{Output{Port: 1}}}, {ID: 1, Weight: 30, Actions: []Action{ResubmitTable(7)}}}},
+		"OFPT_GROUP_MOD (OF1.5) (xid=0x11):\n ADD group_id=9,type=select,selection_method=hash,fields(ip_src,tcp_src),bucket=bucket_id:0,weight:10,actions=output:1,bucket=bucket_id:1,weight:30,actions=resubmit(,7)"},
+	{"group mod select dp_hash", &GroupMod{Command: GroupAdd, Type: GroupTypeSelect, GroupID: 10, Selection: &GroupSelection{Method: "dp_hash"},
+		Buckets: []Bucket{{Weight: 1, Actions: []Action{Output{Port: 1}}}}},
+		"OFPT_GROUP_MOD (OF1.5) (xid=0x11):\n ADD group_id=10,type=select,selection_method=dp_hash,bucket=bucket_id:0,actions=output:1"},
 	{"group mod delete", &GroupMod{Command: GroupDelete, GroupID: GroupAll}, "OFPT_GROUP_MOD (OF1.5) (xid=0x11):\n DEL group_id=4294967292,type=all"},
 	{"meter mod", &MeterMod{Command: MeterAdd, Flags: MeterPktps | MeterBurst | MeterFlagStats, MeterID: 3, Bands: []MeterBand{{Type: 1, Rate: 100, BurstSize: 10}}}, "OFPT_METER_MOD (OF1.5) (xid=0x11): ADD meter=3 pktps burst stats bands=\ntype=drop rate=100 burst_size=10"},
 	{"meter mod dscp", &MeterMod{Command: MeterModify, Flags: MeterKbps, MeterID: 4, Bands: []MeterBand{{Type: 2, Rate: 1000, PrecLevel: 1}}}, "OFPT_METER_MOD (OF1.5) (xid=0x11): MOD meter=4 kbps bands=\ntype=dscp_remark rate=1000 prec_level=1"},
@@ -132,7 +138,7 @@ func TestGroupText(t *testing.T) {
 		lines := strings.Split(tc.want, "\n")
 		want := strings.TrimSpace(lines[len(lines)-1])
 		want = strings.TrimPrefix(strings.TrimPrefix(want, "ADD "), "MOD ")
-		if got := (&GroupDesc{Type: gm.Type, GroupID: gm.GroupID, Buckets: gm.Buckets}).String(); got != want {
+		if got := (&GroupDesc{Type: gm.Type, GroupID: gm.GroupID, Buckets: gm.Buckets, Selection: gm.Selection}).String(); got != want {
 			t.Errorf("%s: GroupDesc.String():\n got %s\nwant %s", tc.name, got, want)
 		}
 	}

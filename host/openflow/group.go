@@ -45,6 +45,8 @@ type GroupMod struct {
 	Type    GroupType
 	GroupID uint32
 	Buckets []Bucket
+	// Selection, for select groups, is the selection method property.
+	Selection *GroupSelection
 }
 
 func (m *GroupMod) msgType() uint8 { return typeGroupMod }
@@ -63,7 +65,7 @@ func (m *GroupMod) appendBody(b []byte) ([]byte, error) {
 		return b, err
 	}
 	setLen16(b, bl, len(b)-bs)
-	return b, nil
+	return appendGroupProps(b, m.Selection)
 }
 
 func appendBuckets(b []byte, buckets []Bucket) ([]byte, error) {
@@ -169,6 +171,7 @@ func decodeGroupMod(r *reader) (*GroupMod, error) {
 	if m.Buckets, err = decodeBuckets(&br); err != nil {
 		return nil, err
 	}
+	m.Selection = decodeGroupProps(r)
 	return m, r.err
 }
 
@@ -254,6 +257,9 @@ func (t GroupType) String() string {
 func (g *GroupDesc) AppendText(b []byte) []byte {
 	b = appendUint(append(b, "group_id="...), uint64(g.GroupID))
 	b = append(append(b, ",type="...), g.Type.String()...)
+	if g.Selection != nil {
+		b = g.Selection.appendText(b)
+	}
 	auto := true
 	for _, bk := range g.Buckets {
 		if bk.ID != 0 {
@@ -266,7 +272,9 @@ func (g *GroupDesc) AppendText(b []byte) []byte {
 			id = uint32(i)
 		}
 		b = appendUint(append(b, ",bucket=bucket_id:"...), uint64(id))
-		if bk.Weight != 0 {
+		// OVS prints a weight that differs from its type's default: 1
+		// for select groups, 0 for the others.
+		if bk.Weight != defaultWeight(g.Type) {
 			b = appendUint(append(b, ",weight:"...), uint64(bk.Weight))
 		}
 		if bk.WatchPort != 0 {
@@ -286,3 +294,10 @@ func (g *GroupDesc) AppendText(b []byte) []byte {
 }
 
 func (g *GroupDesc) String() string { return string(g.AppendText(nil)) }
+
+func defaultWeight(t GroupType) uint16 {
+	if t == GroupTypeSelect {
+		return 1
+	}
+	return 0
+}

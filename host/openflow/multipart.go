@@ -217,9 +217,10 @@ type GroupDescReply struct {
 
 // GroupDesc is one group in a GroupDescReply.
 type GroupDesc struct {
-	Type    GroupType
-	GroupID uint32
-	Buckets []Bucket
+	Type      GroupType
+	GroupID   uint32
+	Buckets   []Bucket
+	Selection *GroupSelection
 }
 
 func (m *GroupDescReply) msgType() uint8 { return typeMultipartReply }
@@ -241,6 +242,9 @@ func (m *GroupDescReply) appendBody(b []byte) ([]byte, error) {
 			return b, err
 		}
 		setLen16(b, bl, len(b)-bs)
+		if b, err = appendGroupProps(b, g.Selection); err != nil {
+			return b, err
+		}
 		setLen16(b, start, len(b)-start)
 	}
 	return b, nil
@@ -403,6 +407,7 @@ func decodeMultipartReply(r *reader) (Message, error) {
 			if g.Buckets, err = decodeBuckets(&br); err != nil {
 				return nil, err
 			}
+			g.Selection = decodeGroupProps(s)
 			if s.err != nil {
 				return nil, s.err
 			}

@@ -365,6 +365,8 @@ func (m Match) AppendText(b []byte, priority uint16) []byte {
 	hexField(FieldTunID, "tun_id")
 	ipField(FieldTunIPv4Src, "tun_src")
 	ipField(FieldTunIPv4Dst, "tun_dst")
+	ipField(FieldTunIPv6Src, "tun_ipv6_src")
+	ipField(FieldTunIPv6Dst, "tun_ipv6_dst")
 	hexField(FieldMetadata, "metadata")
 	if mf := idx[FieldInPort]; mf != nil {
 		b = appendPort(append(b, "in_port="...), uint32(mf.Uint64()))
@@ -424,6 +426,10 @@ func (m Match) AppendText(b []byte, priority uint16) []byte {
 		be16Field(FieldUDPDst, "tp_dst")
 		be16Field(FieldSCTPDst, "tp_dst")
 	}
+	if mf := idx[FieldTCPFlags]; mf != nil {
+		b = appendTCPFlags(append(b, "tcp_flags="...), uint16(mf.Uint64()), uint16(mf.MaskUint64())&0xfff)
+		b = append(b, ',')
+	}
 	if len(b) > start && b[len(b)-1] == ',' {
 		b = b[:len(b)-1]
 	}
@@ -471,3 +477,40 @@ func appendVLAN(b []byte, vid, pcp *MatchField) []byte {
 
 // String renders the match as OVS does, without a priority.
 func (m Match) String() string { return string(m.AppendText(nil, DefaultPriority)) }
+
+var tcpFlagNames = [...]string{"fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns", "[200]", "[400]", "[800]"}
+
+// appendTCPFlags prints as OVS's format_flags_masked: "syn|ack" when all
+// 12 bits are matched, "+syn-ack" when some are.
+func appendTCPFlags(b []byte, v, mask uint16) []byte {
+	switch mask {
+	case 0xfff:
+		if v == 0 {
+			return append(b, '0')
+		}
+		first := true
+		for i, n := range tcpFlagNames {
+			if v&(1<<i) != 0 {
+				if !first {
+					b = append(b, '|')
+				}
+				b = append(b, n...)
+				first = false
+			}
+		}
+		return b
+	case 0:
+		return append(b, "0/0"...)
+	}
+	for i, n := range tcpFlagNames {
+		if mask&(1<<i) != 0 {
+			if v&(1<<i) != 0 {
+				b = append(b, '+')
+			} else {
+				b = append(b, '-')
+			}
+			b = append(b, n...)
+		}
+	}
+	return b
+}

@@ -419,7 +419,7 @@ func TestMissFlows(t *testing.T) {
 	}
 	want := map[string]string{
 		"c": "cookie=0x1000100000000, table=30, priority=0 actions=goto_table:90",
-		"d": "cookie=0x1000100000000, table=90, priority=0 actions=controller(max_len=65535)",
+		"d": "cookie=0x1000100000000, table=90, priority=0 actions=CONTROLLER:65535",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("miss flows (-want +got):\n%s", diff)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -21,8 +22,10 @@ type Resolved struct {
 	Cookie  uint64
 	// Goto is the goto_table target, TableNone if the flow has none.
 	Goto uint8
-	// CTResume has one entry per ct action, in order: its table=, or TableNone.
-	CTResume []uint8
+	// Jumps has one entry per action that carries a jump (flow.JumpOf), in
+	// action order: a ct(table=) resume, a resubmit target, the table a
+	// learn action writes into.
+	Jumps []uint8
 	// Fields maps every register field the flow uses to its bits.
 	Fields map[string]flow.Bits
 	// Prefix is the owner's cookie prefix (for group and meter IDs).
@@ -76,14 +79,8 @@ func (r *Resolved) MatchString() string {
 //
 //	cookie=0x1000100000000, table=0, priority=100, ip,in_port=3 actions=load:0x1->reg0[0..3],goto_table:30
 func (r *Resolved) String() string {
-	// Flow.Format prints ct(table=) jumps in action order, then the Goto.
-	var jumps []uint8
-	for _, id := range r.CTResume {
-		if id != TableNone {
-			jumps = append(jumps, id)
-		}
-	}
-	jumps = append(jumps, r.Goto)
+	// Flow.Format prints the actions' jumps in action order, then the Goto.
+	jumps := append(slices.Clip(r.Jumps), r.Goto)
 	n := 0
 	p := flow.Printer{
 		Field: func(f flow.Field) string { return r.Fields[f.Name].String() },
@@ -92,6 +89,13 @@ func (r *Resolved) String() string {
 			n++
 			return fmt.Sprint(id)
 		},
+		Bits: func(f flow.Field) (flow.Bits, bool) {
+			b, ok := r.Fields[f.Name]
+			return b, ok
+		},
+		Cookie:  r.Cookie,
+		GroupID: func(id uint32) uint32 { return GroupID(r.Prefix, id) },
+		MeterID: func(id uint32) uint32 { return MeterID(r.Prefix, id) },
 	}
 	return fmt.Sprintf("cookie=%#x, ", r.Cookie) + r.Flow.Format(fmt.Sprint(r.TableID), p, r.MatchString())
 }
@@ -115,17 +119,28 @@ func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
 		return nil, err
 	}
 	for _, act := range f.Actions {
-		if act.Kind != flow.ActCT {
+		j, ok := flow.JumpOf(act)
+		if !ok {
 			continue
 		}
-		id := TableNone
-		if act.CT != nil && act.CT.Resume.Kind != flow.JumpNone {
-			var err error
-			if id, err = a.resolveJump(owner, t, act.CT.Resume, r); err != nil {
-				return nil, err
+		var id uint8
+		var err error
+		switch act.(type) {
+		case *flow.ActLearn:
+			// A learned flow may go into any table the plugin may write,
+			// earlier ones included: it is not a jump of this packet.
+			id, err = a.WritableTable(owner, j)
+		case *flow.ActResubmit:
+			if id, err = a.resolveJump(owner, t, j, r); err == nil {
+				err = a.checkWritable(owner, id, "resubmit")
 			}
+		default:
+			id, err = a.resolveJump(owner, t, j, r)
 		}
-		r.CTResume = append(r.CTResume, id)
+		if err != nil {
+			return nil, err
+		}
+		r.Jumps = append(r.Jumps, id)
 	}
 	if f.Goto.Kind != flow.JumpNone {
 		id, err := a.resolveJump(owner, t, f.Goto, r)
@@ -135,6 +150,29 @@ func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
 		r.Goto = id
 	}
 	return r, nil
+}
+
+// WritableTable resolves a table named by a GotoTable jump that a plugin
+// writes into (the table of a learned flow, a group bucket's resubmit):
+// it must be the plugin's own table or an exported one.
+func (a *Arbiter) WritableTable(owner string, j flow.Jump) (uint8, error) {
+	if j.Kind != flow.JumpTable {
+		return 0, fmt.Errorf("%w: plugin %q: %s: only a table named with GotoTable can be used here", sdk.ErrInvalid, owner, j)
+	}
+	t, ok := a.tables[j.Table]
+	if !ok {
+		return 0, fmt.Errorf("%w: plugin %q: no table named %q is declared", sdk.ErrUnknownTable, owner, j.Table)
+	}
+	return t.ID, a.checkWritable(owner, t.ID, "table")
+}
+
+func (a *Arbiter) checkWritable(owner string, id uint8, what string) error {
+	for _, t := range a.tables {
+		if t.ID == id && t.Owner != owner && !t.Exported {
+			return fmt.Errorf("%w: plugin %q: %s target %q (ID %d) is private to plugin %q", sdk.ErrNotOwner, owner, what, t.Name, t.ID, t.Owner)
+		}
+	}
+	return nil
 }
 
 func (a *Arbiter) resolveFields(p *Plugin, r *Resolved, used []flow.Field) error {

@@ -89,7 +89,7 @@ func TestGroupsMetersAndRefusals(t *testing.T) {
 	conj := flow.NewBatch().AddFlows(
 		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []flow.Action{flow.Conjunction(7, 1, 2)}},
 		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.2")), Actions: []flow.Action{flow.Conjunction(7, 1, 2)}},
-		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.TCP().TCPDst(80), Actions: []flow.Action{flow.Conjunction(7, 2, 2)}},
+		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.TCP4().TCPDst(80), Actions: []flow.Action{flow.Conjunction(7, 2, 2)}},
 		flow.Flow{Table: "l.out", Priority: 50, Match: flow.Match{}.IPv4().ConjID(7), Actions: []flow.Action{flow.Output(10)}},
 	)
 	if err := a.Apply(ctx, "local", conj, lim); err != nil {

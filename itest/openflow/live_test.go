@@ -260,7 +260,8 @@ func TestLargeNonAtomicBatchIsSplit(t *testing.T) {
 func TestGroupsAndMeters(t *testing.T) {
 	sw, c := startSwitch(t, "of-groups", of.Options{})
 	ctx := ctxT(t, 20*time.Second)
-	g := &of.GroupMod{Command: of.GroupAdd, Type: of.GroupTypeSelect, GroupID: 5, Buckets: []of.Bucket{
+	g := &of.GroupMod{Command: of.GroupAdd, Type: of.GroupTypeSelect, GroupID: 5,
+		Selection: &of.GroupSelection{Method: "hash", Fields: []of.Field{of.FieldIPv4Src, of.FieldTCPSrc}}, Buckets: []of.Bucket{
 		{ID: 0, Weight: 100, Actions: []of.Action{of.ResubmitTable(10)}},
 		{ID: 1, Weight: 50, Actions: []of.Action{of.Output{Port: of.PortLocal}}}}}
 	if _, err := c.Request(ctx, g); err != nil {
@@ -273,7 +274,7 @@ func TestGroupsAndMeters(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GroupDesc: %v", err)
 	}
-	if diff := cmp.Diff([]of.GroupDesc{{Type: g.Type, GroupID: g.GroupID, Buckets: g.Buckets}}, gs, cmpOpts...); diff != "" {
+	if diff := cmp.Diff([]of.GroupDesc{{Type: g.Type, GroupID: g.GroupID, Buckets: g.Buckets, Selection: g.Selection}}, gs, cmpOpts...); diff != "" {
 		t.Errorf("group desc (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{gs[0].String()}, parseDump(sw.Ofctl(t, "--no-names", "dump-groups", "br-int"))); diff != "" {

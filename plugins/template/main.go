@@ -49,7 +49,7 @@ func (blocker) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResp
 		b.AddFlows(flow.Flow{
 			Table:    tableBlock,
 			Priority: 100,
-			Match:    flow.Match{}.TCP().TCPDst(port),
+			Match:    flow.Match{}.TCP4().TCPDst(port),
 			// No actions and no Goto: the packet is dropped.
 		})
 	}

@@ -7,30 +7,25 @@ import (
 	"strings"
 )
 
-// ActionKind identifies an action.
-type ActionKind uint8
-
-const (
-	ActOutput      ActionKind = iota + 1 // output:Port
-	ActOutputField                       // output:<register field>
-	ActInPort                            // output back to the ingress port
-	ActController                        // send to the host (packet-in) with Userdata
-	ActSetField                          // set_field of a packet header (SetKind/Value)
-	ActLoadField                         // load a constant into a register field
-	ActMoveField                         // copy one register field into another
-	ActCT                                // conntrack
-	ActGroup                             // apply a group (plugin-local ID)
-	ActMeter                             // apply a meter (plugin-local ID)
-	ActDecTTL                            // decrement IP TTL
-	ActPushVLAN                          // push an 802.1Q header
-	ActPopVLAN                           // pop the outer VLAN header
-	ActNormal                            // OVS NORMAL L2 switching
-	ActConjunction                       // clause Clause of NClauses of conjunction Uint (see Conjunction)
-	numActionKinds
-)
-
-// Valid reports whether k is a known action kind.
-func (k ActionKind) Valid() bool { return k > 0 && k < numActionKinds }
+// Action is one OpenFlow action. Each kind of action is its own type (the
+// Act* types below), built with the constructors (Output, LoadField,
+// Conntrack, ...) or as a composite literal (&ActOutput{Port: 3}); a type
+// carries exactly the parameters its kind has. The set is closed: only
+// this package defines actions, because every one needs a wire form and a
+// host translation (see "Adding an action" in doc.go).
+//
+// An action value is shared by every flow that holds it: do not change it
+// after handing it to a flow.
+type Action interface {
+	// Validate checks the action's own shape (not ownership or
+	// allocation, which only the host can judge).
+	Validate() error
+	// Format renders the action with p (see Printer).
+	Format(p Printer) string
+	// String renders the action symbolically (DefaultPrinter).
+	String() string
+	isAction()
+}
 
 // Reserved OpenFlow port numbers usable with Output.
 const (
@@ -39,188 +34,38 @@ const (
 	PortController uint32 = 0xfffffffd
 )
 
-// CT describes a conntrack action.
-type CT struct {
-	Commit bool
-	Zone   uint16
-	// Resume is where the packet continues after conntrack (ct(table=...)).
-	// It must be a forward jump; JumpNone means the packet is not recirculated.
-	Resume Jump
-	// SetMark, if MarkMask != 0, stores Mark under MarkMask in ct_mark on commit.
-	Mark, MarkMask uint32
-	// NAT applies the NAT recorded in the connection (ct(nat)).
-	NAT bool
-}
-
-// Action is one OpenFlow action. Build actions with the constructors
-// (Output, LoadField, ...); the fields are exported for wire conversions.
-type Action struct {
-	Kind     ActionKind
-	Port     uint32    // ActOutput; ActConjunction: clause<<8 | number of clauses
-	Field    Field     // ActOutputField, ActLoadField (destination), ActMoveField (destination)
-	From     Field     // ActMoveField source
-	SetKind  MatchKind // ActSetField: which header
-	Value    []byte    // ActSetField (Kind.Size() bytes)
-	Uint     uint64    // ActLoadField value; ActGroup/ActMeter ID; ActPushVLAN TPID
-	MaxLen   uint16    // ActController
-	Userdata []byte    // ActController
-	CT       *CT       // ActCT
-}
-
-func Output(port uint32) Action        { return Action{Kind: ActOutput, Port: port} }
-func OutputField(f Field) Action       { return Action{Kind: ActOutputField, Field: f} }
-func OutputInPort() Action             { return Action{Kind: ActInPort} }
-func Normal() Action                   { return Action{Kind: ActNormal} }
-func DecTTL() Action                   { return Action{Kind: ActDecTTL} }
-func PopVLAN() Action                  { return Action{Kind: ActPopVLAN} }
-func PushVLAN(tpid uint16) Action      { return Action{Kind: ActPushVLAN, Uint: uint64(tpid)} }
-func ApplyGroup(localID uint32) Action { return Action{Kind: ActGroup, Uint: uint64(localID)} }
-func ApplyMeter(localID uint32) Action { return Action{Kind: ActMeter, Uint: uint64(localID)} }
-func Conntrack(ct CT) Action           { c := ct; return Action{Kind: ActCT, CT: &c} }
-func LoadField(f Field, v uint32) Action {
-	return Action{Kind: ActLoadField, Field: f, Uint: uint64(v)}
-}
-func MoveField(from, to Field) Action { return Action{Kind: ActMoveField, From: from, Field: to} }
-
-// Conjunction makes the flow clause clause (1-based) of nClauses of
-// conjunctive match id: a packet matching one flow of every clause then
-// matches the flow that has ConjID(id). A rule with N peers, M pods and K
-// ports so costs N+M+K flows instead of N×M×K. A flow with a conjunction
-// action may hold only conjunction actions and no jump.
-func Conjunction(id uint32, clause, nClauses uint8) Action {
-	return Action{Kind: ActConjunction, Uint: uint64(id), Port: uint32(clause)<<8 | uint32(nClauses)}
-}
-
-// ConjunctionClause returns the clause and clause count of an
-// ActConjunction action.
-func (a Action) ConjunctionClause() (clause, nClauses uint8) {
-	return uint8(a.Port >> 8), uint8(a.Port)
-}
-
-// Controller sends the packet to the host, which hands it to the plugin that
-// owns the table (PacketInHandler). Userdata comes back with the packet.
-func Controller(maxLen uint16, userdata []byte) Action {
-	return Action{Kind: ActController, MaxLen: maxLen, Userdata: userdata}
-}
-
-func SetEthSrc(mac net.HardwareAddr) Action {
-	return Action{Kind: ActSetField, SetKind: MatchEthSrc, Value: []byte(mac)}
-}
-func SetEthDst(mac net.HardwareAddr) Action {
-	return Action{Kind: ActSetField, SetKind: MatchEthDst, Value: []byte(mac)}
-}
-func SetIPv4Src(a netip.Addr) Action {
-	b := a.As4()
-	return Action{Kind: ActSetField, SetKind: MatchIPv4Src, Value: b[:]}
-}
-func SetIPv4Dst(a netip.Addr) Action {
-	b := a.As4()
-	return Action{Kind: ActSetField, SetKind: MatchIPv4Dst, Value: b[:]}
-}
-func SetTunDst(a netip.Addr) Action {
-	b := a.As4()
-	return Action{Kind: ActSetField, SetKind: MatchTunDst, Value: b[:]}
-}
-func SetTunID(id uint64) Action {
-	return Action{Kind: ActSetField, SetKind: MatchTunID, Value: be(8, id)}
-}
-
-// The ARP setters rewrite an ARP packet in place, which is how a plugin
-// answers ARP from the switch itself (turn a request into a reply and send
-// it back out of the port it came in on).
-func SetARPOp(op uint16) Action {
-	return Action{Kind: ActSetField, SetKind: MatchARPOp, Value: be(2, uint64(op))}
-}
-func SetARPSha(mac net.HardwareAddr) Action {
-	return Action{Kind: ActSetField, SetKind: MatchARPSha, Value: []byte(mac)}
-}
-func SetARPTha(mac net.HardwareAddr) Action {
-	return Action{Kind: ActSetField, SetKind: MatchARPTha, Value: []byte(mac)}
-}
-func SetARPSpa(a netip.Addr) Action {
-	b := a.As4()
-	return Action{Kind: ActSetField, SetKind: MatchARPSpa, Value: b[:]}
-}
-func SetARPTpa(a netip.Addr) Action {
-	b := a.As4()
-	return Action{Kind: ActSetField, SetKind: MatchARPTpa, Value: b[:]}
-}
-func SetVlanVID(vid uint16) Action {
-	return Action{Kind: ActSetField, SetKind: MatchVlanVID, Value: be(2, uint64(vid))}
-}
-
-// Validate checks the action's own shape (not ownership or allocation,
-// which only the host can judge).
-func (a Action) Validate() error {
-	switch a.Kind {
-	case ActOutput, ActInPort, ActNormal, ActDecTTL, ActPopVLAN, ActGroup, ActMeter:
-		return nil
-	case ActPushVLAN:
-		if a.Uint != 0x8100 && a.Uint != 0x88a8 {
-			return fmt.Errorf("push_vlan: TPID %#x, want 0x8100 or 0x88a8", a.Uint)
-		}
-	case ActOutputField:
-		return a.Field.Validate()
-	case ActLoadField:
-		if err := a.Field.Validate(); err != nil {
-			return fmt.Errorf("load: %w", err)
-		}
-		if a.Field.Width < 32 && a.Uint>>a.Field.Width != 0 {
-			return fmt.Errorf("load: value %#x does not fit field %q of %d bits", a.Uint, a.Field.Name, a.Field.Width)
-		}
-	case ActMoveField:
-		if err := a.From.Validate(); err != nil {
-			return fmt.Errorf("move source: %w", err)
-		}
-		if err := a.Field.Validate(); err != nil {
-			return fmt.Errorf("move destination: %w", err)
-		}
-		if a.From.Width != a.Field.Width {
-			return fmt.Errorf("move %q -> %q: widths differ (%d vs %d)", a.From.Name, a.Field.Name, a.From.Width, a.Field.Width)
-		}
-	case ActController:
-		return nil
-	case ActSetField:
-		switch a.SetKind {
-		case MatchEthSrc, MatchEthDst, MatchIPv4Src, MatchIPv4Dst, MatchTunDst, MatchTunID, MatchVlanVID,
-			MatchARPOp, MatchARPSpa, MatchARPTpa, MatchARPSha, MatchARPTha:
-		default:
-			return fmt.Errorf("set_field of %s is not supported", a.SetKind)
-		}
-		if len(a.Value) != a.SetKind.Size() {
-			return fmt.Errorf("set_field %s: value is %d bytes, want %d", a.SetKind, len(a.Value), a.SetKind.Size())
-		}
-	case ActConjunction:
-		k, n := a.ConjunctionClause()
-		if n < 2 || n > 64 || k < 1 || k > n || a.Port>>16 != 0 || a.Uint > 0xffffffff {
-			return fmt.Errorf("conjunction(%d,%d/%d): need an id of 32 bits, 2 <= clauses <= 64 and 1 <= clause <= clauses", a.Uint, k, n)
-		}
-	case ActCT:
-		if a.CT == nil {
-			return fmt.Errorf("ct action without parameters")
-		}
-	default:
-		return fmt.Errorf("unknown action kind %d", a.Kind)
-	}
-	return nil
-}
-
-// Jumps returns the jump an action carries (only ct(table=...)).
-func (a Action) jump() Jump {
-	if a.Kind == ActCT && a.CT != nil {
-		return a.CT.Resume
-	}
-	return Jump{}
-}
-
-// String renders the action in ovs-ofctl syntax; register fields and jumps
-// print symbolically.
-func (a Action) String() string { return a.Format(DefaultPrinter) }
-
 // Printer lets the host render resolved register bits and table IDs.
 type Printer struct {
+	// Field renders a register field in load/output/move text.
 	Field func(Field) string
-	Jump  func(Jump) string
+	// Jump renders a jump target (ct(table=), resubmit, learn(table=),
+	// goto_table). The host calls it once per jump, in text order.
+	Jump func(Jump) string
+	// Bits, when set, resolves a register field to its bits so that
+	// actions whose ovs-ofctl text names registers in NXM form
+	// (move:NXM_NX_REG3[0..15]->..., learn(...)) print exactly as
+	// ovs-ofctl does.
+	Bits func(Field) (Bits, bool)
+	// Cookie is the cookie the host gives flows a learn action adds (the
+	// learning flow's own); learn(...) prints it.
+	Cookie uint64
+	// GroupID and MeterID, when set, map the plugin's local group and
+	// meter IDs to the switch's (the host prints those).
+	GroupID, MeterID func(uint32) uint32
+}
+
+func (p Printer) group(id uint32) uint32 {
+	if p.GroupID == nil {
+		return id
+	}
+	return p.GroupID(id)
+}
+
+func (p Printer) meter(id uint32) uint32 {
+	if p.MeterID == nil {
+		return id
+	}
+	return p.MeterID(id)
 }
 
 // DefaultPrinter prints fields and jumps symbolically.
@@ -229,72 +74,557 @@ var DefaultPrinter = Printer{
 	Jump:  func(j Jump) string { return j.String() },
 }
 
-// Format renders the action with p.
-func (a Action) Format(p Printer) string {
-	switch a.Kind {
-	case ActOutput:
-		switch a.Port {
-		case PortInPort:
-			return "IN_PORT"
-		case PortLocal:
-			return "LOCAL"
-		case PortController:
-			return "CONTROLLER"
-		}
-		return fmt.Sprintf("output:%d", a.Port)
-	case ActOutputField:
-		return "output:" + p.Field(a.Field)
-	case ActInPort:
-		return "IN_PORT"
-	case ActNormal:
-		return "NORMAL"
-	case ActConjunction:
-		k, n := a.ConjunctionClause()
-		return fmt.Sprintf("conjunction(%d,%d/%d)", a.Uint, k, n)
-	case ActDecTTL:
-		return "dec_ttl"
-	case ActPopVLAN:
-		return "pop_vlan"
-	case ActPushVLAN:
-		return fmt.Sprintf("push_vlan:%#x", a.Uint)
-	case ActGroup:
-		return fmt.Sprintf("group:%d", a.Uint)
-	case ActMeter:
-		return fmt.Sprintf("meter:%d", a.Uint)
-	case ActLoadField:
-		return fmt.Sprintf("load:%#x->%s", a.Uint, p.Field(a.Field))
-	case ActMoveField:
-		return fmt.Sprintf("move:%s->%s", p.Field(a.From), p.Field(a.Field))
-	case ActController:
-		s := fmt.Sprintf("controller(max_len=%d", a.MaxLen)
-		if len(a.Userdata) > 0 {
-			s += fmt.Sprintf(",userdata=%x", a.Userdata)
-		}
-		return s + ")"
-	case ActSetField:
-		f := MatchField{Kind: a.SetKind, Value: a.Value}
-		return "set_field:" + f.valueString() + "->" + a.SetKind.String()
-	case ActCT:
-		if a.CT == nil {
-			return "ct()"
-		}
-		var args []string
-		if a.CT.Commit {
-			args = append(args, "commit")
-		}
-		if a.CT.Zone != 0 {
-			args = append(args, fmt.Sprintf("zone=%d", a.CT.Zone))
-		}
-		if a.CT.Resume.Kind != JumpNone {
-			args = append(args, "table="+p.Jump(a.CT.Resume))
-		}
-		if a.CT.NAT {
-			args = append(args, "nat")
-		}
-		if a.CT.MarkMask != 0 {
-			args = append(args, fmt.Sprintf("exec(set_field:%#x/%#x->ct_mark)", a.CT.Mark, a.CT.MarkMask))
-		}
-		return "ct(" + strings.Join(args, ",") + ")"
+// JumpOf returns the jump an action carries: a ct(table=) resume, a
+// resubmit target, or the table a learn action writes into (always a
+// GotoTable). ok is false for actions without one.
+func JumpOf(a Action) (j Jump, ok bool) {
+	switch a := a.(type) {
+	case *ActCT:
+		return a.Resume, a.Resume.Kind != JumpNone
+	case *ActResubmit:
+		return a.To, true
+	case *ActLearn:
+		return GotoTable(a.Table), true
 	}
-	return fmt.Sprintf("action(%d)", a.Kind)
+	return Jump{}, false
 }
+
+// --- output and forwarding ---
+
+// ActOutput sends the packet out of an OpenFlow port.
+type ActOutput struct{ Port uint32 }
+
+// ActOutputField sends the packet out of the port held in a register field.
+type ActOutputField struct{ Field Field }
+
+// ActInPort sends the packet back out of the port it came in on.
+type ActInPort struct{}
+
+// ActNormal hands the packet to OVS's NORMAL L2 switching.
+type ActNormal struct{}
+
+func Output(port uint32) Action  { return &ActOutput{Port: port} }
+func OutputField(f Field) Action { return &ActOutputField{Field: f} }
+func OutputInPort() Action       { return &ActInPort{} }
+func Normal() Action             { return &ActNormal{} }
+
+func (*ActOutput) isAction()      {}
+func (*ActOutputField) isAction() {}
+func (*ActInPort) isAction()      {}
+func (*ActNormal) isAction()      {}
+
+func (a *ActOutput) Validate() error      { return nil }
+func (a *ActOutputField) Validate() error { return a.Field.Validate() }
+func (a *ActInPort) Validate() error      { return nil }
+func (a *ActNormal) Validate() error      { return nil }
+
+func (a *ActOutput) Format(Printer) string {
+	switch a.Port {
+	case PortInPort:
+		return "IN_PORT"
+	case PortLocal:
+		return "LOCAL"
+	case PortController:
+		return "CONTROLLER"
+	}
+	return fmt.Sprintf("output:%d", a.Port)
+}
+func (a *ActOutputField) Format(p Printer) string { return "output:" + p.Field(a.Field) }
+func (a *ActInPort) Format(Printer) string        { return "IN_PORT" }
+func (a *ActNormal) Format(Printer) string        { return "NORMAL" }
+
+func (a *ActOutput) String() string      { return a.Format(DefaultPrinter) }
+func (a *ActOutputField) String() string { return a.Format(DefaultPrinter) }
+func (a *ActInPort) String() string      { return a.Format(DefaultPrinter) }
+func (a *ActNormal) String() string      { return a.Format(DefaultPrinter) }
+
+// --- controller ---
+
+// ControllerReason is the packet-in reason a controller action reports.
+type ControllerReason uint8
+
+const (
+	// ReasonAction is the ordinary "sent by a controller action".
+	ReasonAction ControllerReason = iota
+	// ReasonNoMatch reports the packet as a table miss.
+	ReasonNoMatch
+	// ReasonInvalidTTL reports a TTL that ran out.
+	ReasonInvalidTTL
+	numReasons
+)
+
+var reasonNames = [...]string{"action", "no_match", "invalid_ttl"}
+
+func (r ControllerReason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// ActController sends the packet to the host, which hands it to the plugin
+// that owns the table (PacketInHandler). Userdata comes back with the
+// packet. Meter, when non-zero, is one of the plugin's meters (local ID)
+// that rate-limits these packet-ins.
+type ActController struct {
+	MaxLen   uint16
+	Userdata []byte
+	Reason   ControllerReason
+	Meter    uint32
+}
+
+// Controller sends the packet to the host (see ActController).
+func Controller(maxLen uint16, userdata []byte) Action {
+	return &ActController{MaxLen: maxLen, Userdata: userdata}
+}
+
+// ControllerMetered sends the packet to the host through meter (a local
+// meter ID) with the given reason.
+func ControllerMetered(maxLen uint16, userdata []byte, reason ControllerReason, meter uint32) Action {
+	return &ActController{MaxLen: maxLen, Userdata: userdata, Reason: reason, Meter: meter}
+}
+
+func (*ActController) isAction() {}
+func (a *ActController) Validate() error {
+	if a.Reason >= numReasons {
+		return fmt.Errorf("controller: unknown reason %d", a.Reason)
+	}
+	if a.Meter > MaxLocalMeterID {
+		return fmt.Errorf("controller: meter id %d out of range 1..%d", a.Meter, MaxLocalMeterID)
+	}
+	return nil
+}
+
+// Format prints as ovs-ofctl does, the meter ID mapped by p.
+func (a *ActController) Format(p Printer) string {
+	var args []string
+	if a.Reason != ReasonAction {
+		args = append(args, "reason="+a.Reason.String())
+	}
+	if a.MaxLen != 0 && a.MaxLen != 0xffff {
+		args = append(args, fmt.Sprintf("max_len=%d", a.MaxLen))
+	}
+	if len(a.Userdata) > 0 {
+		args = append(args, "userdata="+hexDots(a.Userdata))
+	}
+	if a.Meter != 0 {
+		args = append(args, fmt.Sprintf("meter_id=%d", p.meter(a.Meter)))
+	}
+	if len(args) == 0 {
+		ml := a.MaxLen
+		if ml == 0 {
+			ml = 0xffff
+		}
+		return fmt.Sprintf("CONTROLLER:%d", ml)
+	}
+	return "controller(" + strings.Join(args, ",") + ")"
+}
+func (a *ActController) String() string { return a.Format(DefaultPrinter) }
+
+func hexDots(d []byte) string {
+	var b strings.Builder
+	for i, c := range d {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		fmt.Fprintf(&b, "%02x", c)
+	}
+	return b.String()
+}
+
+// --- registers and headers ---
+
+// ActLoad loads a constant into a register field.
+type ActLoad struct {
+	Field Field
+	Value uint32
+}
+
+// LoadField loads v into register field f.
+func LoadField(f Field, v uint32) Action { return &ActLoad{Field: f, Value: v} }
+
+func (*ActLoad) isAction() {}
+func (a *ActLoad) Validate() error {
+	if err := a.Field.Validate(); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if a.Field.Width < 32 && a.Value>>a.Field.Width != 0 {
+		return fmt.Errorf("load: value %#x does not fit field %q of %d bits", a.Value, a.Field.Name, a.Field.Width)
+	}
+	return nil
+}
+func (a *ActLoad) Format(p Printer) string {
+	return fmt.Sprintf("load:%#x->%s", a.Value, p.Field(a.Field))
+}
+func (a *ActLoad) String() string { return a.Format(DefaultPrinter) }
+
+// Operand is a run of bits that move and learn read or write: a register
+// field (Reg) or bits of a packet header field (Header, HeaderBits).
+// Build it with those functions; the zero Operand is invalid.
+type Operand struct {
+	field  Field
+	header MatchKind
+	offset uint8
+	width  uint8
+}
+
+// Reg is the whole register field f.
+func Reg(f Field) Operand { return Operand{field: f} }
+
+// Header is the whole header field k (e.g. MatchIPv4Src).
+func Header(k MatchKind) Operand { return Operand{header: k, width: uint8(min(k.Size()*8, 255))} }
+
+// HeaderBits is bits [offset, offset+width) of header field k, counted
+// from its least significant bit.
+func HeaderBits(k MatchKind, offset, width uint8) Operand {
+	return Operand{header: k, offset: offset, width: width}
+}
+
+// Reg returns the register field, if the operand is one.
+func (o Operand) Reg() (Field, bool) { return o.field, o.field.Name != "" }
+
+// Header returns the header field and bit range, if the operand is one.
+func (o Operand) Header() (k MatchKind, offset, width uint8, ok bool) {
+	return o.header, o.offset, o.width, o.header != 0 && o.field.Name == ""
+}
+
+// Width is the operand's width in bits.
+func (o Operand) Width() int {
+	if o.field.Name != "" {
+		return int(o.field.Width)
+	}
+	return int(o.width)
+}
+
+func (o Operand) validate(write bool) error {
+	if o.field.Name != "" {
+		if o.header != 0 {
+			return fmt.Errorf("operand names both register field %q and header %s", o.field.Name, o.header)
+		}
+		return o.field.Validate()
+	}
+	if !o.header.Valid() || o.header == MatchRegField {
+		return fmt.Errorf("operand names neither a register field nor a header field")
+	}
+	info := &matchKinds[o.header]
+	if info.nxm == "" {
+		return fmt.Errorf("header field %s cannot be moved", o.header)
+	}
+	if write && !info.writable {
+		return fmt.Errorf("header field %s is read-only", o.header)
+	}
+	if o.width == 0 || int(o.offset)+int(o.width) > o.header.Size()*8 {
+		return fmt.Errorf("bits %d..%d are outside header field %s (%d bits)", o.offset, int(o.offset)+int(o.width)-1, o.header, o.header.Size()*8)
+	}
+	return nil
+}
+
+// nxmText renders the operand as ovs-ofctl prints a subfield
+// (NXM_OF_IP_SRC[], NXM_NX_REG3[0..15]).
+func (o Operand) nxmText(p Printer) string {
+	if o.field.Name != "" {
+		if p.Bits == nil {
+			return p.Field(o.field)
+		}
+		b, ok := p.Bits(o.field)
+		if !ok {
+			return p.Field(o.field)
+		}
+		return subfieldText(fmt.Sprintf("NXM_NX_REG%d", b.Reg), int(b.Offset), int(b.Width), 32)
+	}
+	return subfieldText(matchKinds[o.header].nxm, int(o.offset), int(o.width), o.header.Size()*8)
+}
+
+func subfieldText(name string, ofs, n, total int) string {
+	switch {
+	case ofs == 0 && n == total:
+		return name + "[]"
+	case n == 1:
+		return fmt.Sprintf("%s[%d]", name, ofs)
+	}
+	return fmt.Sprintf("%s[%d..%d]", name, ofs, ofs+n-1)
+}
+
+// ActMove copies bits between register fields and packet header fields,
+// in either direction (e.g. ip_src into a register, a register into
+// eth_dst, eth_src into eth_dst).
+type ActMove struct{ From, To Operand }
+
+// MoveField copies register field from into register field to.
+func MoveField(from, to Field) Action { return &ActMove{From: Reg(from), To: Reg(to)} }
+
+// Move copies from into to; both must be the same width.
+func Move(from, to Operand) Action { return &ActMove{From: from, To: to} }
+
+func (*ActMove) isAction() {}
+func (a *ActMove) Validate() error {
+	if err := a.From.validate(false); err != nil {
+		return fmt.Errorf("move source: %w", err)
+	}
+	if err := a.To.validate(true); err != nil {
+		return fmt.Errorf("move destination: %w", err)
+	}
+	if a.From.Width() != a.To.Width() {
+		return fmt.Errorf("move %s -> %s: widths differ (%d vs %d)", a.From.nxmText(DefaultPrinter), a.To.nxmText(DefaultPrinter), a.From.Width(), a.To.Width())
+	}
+	return nil
+}
+
+// Format prints register-to-register moves as "move:<field>-><field>" with
+// p.Field, and moves involving a header in ovs-ofctl's NXM form.
+func (a *ActMove) Format(p Printer) string {
+	_, fromReg := a.From.Reg()
+	_, toReg := a.To.Reg()
+	if fromReg && toReg {
+		return fmt.Sprintf("move:%s->%s", p.Field(a.From.field), p.Field(a.To.field))
+	}
+	return "move:" + a.From.nxmText(p) + "->" + a.To.nxmText(p)
+}
+func (a *ActMove) String() string { return a.Format(DefaultPrinter) }
+
+// ActSetField writes a packet header field (or its bits under Mask).
+// Build it with the Set* constructors.
+type ActSetField struct {
+	Kind  MatchKind
+	Value []byte
+	Mask  []byte // nil: the whole field
+}
+
+func setField(k MatchKind, v []byte) Action { return &ActSetField{Kind: k, Value: v} }
+
+func SetEthSrc(mac net.HardwareAddr) Action { return setField(MatchEthSrc, []byte(mac)) }
+func SetEthDst(mac net.HardwareAddr) Action { return setField(MatchEthDst, []byte(mac)) }
+func SetIPv4Src(a netip.Addr) Action        { b := a.As4(); return setField(MatchIPv4Src, b[:]) }
+func SetIPv4Dst(a netip.Addr) Action        { b := a.As4(); return setField(MatchIPv4Dst, b[:]) }
+func SetIPv6Src(a netip.Addr) Action        { b := a.As16(); return setField(MatchIPv6Src, b[:]) }
+func SetIPv6Dst(a netip.Addr) Action        { b := a.As16(); return setField(MatchIPv6Dst, b[:]) }
+
+// SetTunDst sets the tunnel destination of the packet's next tunnel
+// output (tun_dst for IPv4, tun_ipv6_dst for IPv6).
+func SetTunDst(a netip.Addr) Action {
+	if a.Is6() && !a.Is4In6() {
+		b := a.As16()
+		return setField(MatchTunIPv6Dst, b[:])
+	}
+	b := a.Unmap().As4()
+	return setField(MatchTunDst, b[:])
+}
+func SetTunID(id uint64) Action { return setField(MatchTunID, be(8, id)) }
+
+// SetPktMark writes the bits of v under mask into the packet mark
+// (pkt_mark, the skb mark on the kernel datapath).
+func SetPktMark(v, mask uint32) Action {
+	a := &ActSetField{Kind: MatchPktMark, Value: be(4, uint64(v&mask))}
+	if mask != 0xffffffff {
+		a.Mask = be(4, uint64(mask))
+	}
+	return a
+}
+
+// The ARP setters rewrite an ARP packet in place, which is how a plugin
+// answers ARP from the switch itself (turn a request into a reply and send
+// it back out of the port it came in on).
+func SetARPOp(op uint16) Action             { return setField(MatchARPOp, be(2, uint64(op))) }
+func SetARPSha(mac net.HardwareAddr) Action { return setField(MatchARPSha, []byte(mac)) }
+func SetARPTha(mac net.HardwareAddr) Action { return setField(MatchARPTha, []byte(mac)) }
+func SetARPSpa(a netip.Addr) Action         { b := a.As4(); return setField(MatchARPSpa, b[:]) }
+func SetARPTpa(a netip.Addr) Action         { b := a.As4(); return setField(MatchARPTpa, b[:]) }
+func SetVlanVID(vid uint16) Action          { return setField(MatchVlanVID, be(2, uint64(vid))) }
+func SetICMPv6Type(t uint8) Action          { return setField(MatchICMPv6Type, []byte{t}) }
+func SetNDTarget(a netip.Addr) Action       { b := a.As16(); return setField(MatchNDTarget, b[:]) }
+func SetNDTLL(mac net.HardwareAddr) Action  { return setField(MatchNDTLL, []byte(mac)) }
+func SetIPDSCP(dscp uint8) Action           { return setField(MatchIPDSCP, []byte{dscp}) }
+
+var settable = map[MatchKind]bool{
+	MatchEthSrc: true, MatchEthDst: true, MatchIPv4Src: true, MatchIPv4Dst: true, MatchIPv6Src: true, MatchIPv6Dst: true,
+	MatchTunDst: true, MatchTunIPv6Dst: true, MatchTunID: true, MatchVlanVID: true, MatchPktMark: true,
+	MatchARPOp: true, MatchARPSpa: true, MatchARPTpa: true, MatchARPSha: true, MatchARPTha: true,
+	MatchICMPv6Type: true, MatchNDTarget: true, MatchNDTLL: true, MatchIPDSCP: true,
+}
+
+func (*ActSetField) isAction() {}
+func (a *ActSetField) Validate() error {
+	if !settable[a.Kind] {
+		return fmt.Errorf("set_field of %s is not supported", a.Kind)
+	}
+	if len(a.Value) != a.Kind.Size() {
+		return fmt.Errorf("set_field %s: value is %d bytes, want %d", a.Kind, len(a.Value), a.Kind.Size())
+	}
+	if a.Mask != nil && (a.Kind != MatchPktMark || len(a.Mask) != len(a.Value)) {
+		return fmt.Errorf("set_field %s: only pkt_mark is set under a mask, and the mask must be %d bytes", a.Kind, a.Kind.Size())
+	}
+	return nil
+}
+
+// Format prints as ovs-ofctl does ("set_field:10.0.0.1->ip_dst"), except
+// that set_field of vlan_vid prints the VLAN ID without OpenFlow's
+// "present" bit.
+func (a *ActSetField) Format(Printer) string {
+	if !a.Kind.Valid() || len(a.Value) != a.Kind.Size() {
+		return fmt.Sprintf("set_field:?->%s", a.Kind)
+	}
+	f := MatchField{Kind: a.Kind, Value: a.Value, Mask: a.Mask}
+	v := f.valueString()
+	switch a.Kind {
+	case MatchPktMark, MatchTunID:
+		v = altHex(f.Uint())
+		if a.Mask != nil {
+			v += "/" + altHex(f.MaskUint())
+		}
+	case MatchIPDSCP, MatchICMPv6Type:
+		v = fmt.Sprintf("%d", f.Uint())
+	}
+	return "set_field:" + v + "->" + matchKinds[a.Kind].setName()
+}
+func (a *ActSetField) String() string { return a.Format(DefaultPrinter) }
+
+// --- simple packet actions ---
+
+// ActDecTTL decrements the IP TTL (IPv6 hop limit).
+type ActDecTTL struct{}
+
+// ActPushVLAN pushes an 802.1Q header with the given TPID.
+type ActPushVLAN struct{ TPID uint16 }
+
+// ActPopVLAN pops the outer VLAN header.
+type ActPopVLAN struct{}
+
+// ActGroup applies one of the plugin's groups (local ID).
+type ActGroup struct{ ID uint32 }
+
+// ActMeter passes the packet through one of the plugin's meters (local ID).
+type ActMeter struct{ ID uint32 }
+
+// ActCTClear clears the packet's conntrack state, so it can be tracked
+// again in another zone.
+type ActCTClear struct{}
+
+func DecTTL() Action                   { return &ActDecTTL{} }
+func PopVLAN() Action                  { return &ActPopVLAN{} }
+func PushVLAN(tpid uint16) Action      { return &ActPushVLAN{TPID: tpid} }
+func ApplyGroup(localID uint32) Action { return &ActGroup{ID: localID} }
+func ApplyMeter(localID uint32) Action { return &ActMeter{ID: localID} }
+func CTClear() Action                  { return &ActCTClear{} }
+
+func (*ActDecTTL) isAction()   {}
+func (*ActPushVLAN) isAction() {}
+func (*ActPopVLAN) isAction()  {}
+func (*ActGroup) isAction()    {}
+func (*ActMeter) isAction()    {}
+func (*ActCTClear) isAction()  {}
+
+func (a *ActDecTTL) Validate() error  { return nil }
+func (a *ActPopVLAN) Validate() error { return nil }
+func (a *ActCTClear) Validate() error { return nil }
+func (a *ActGroup) Validate() error {
+	if a.ID == 0 || a.ID > MaxLocalGroupID {
+		return fmt.Errorf("group: id %d out of range 1..%d", a.ID, MaxLocalGroupID)
+	}
+	return nil
+}
+func (a *ActMeter) Validate() error {
+	if a.ID == 0 || a.ID > MaxLocalMeterID {
+		return fmt.Errorf("meter: id %d out of range 1..%d", a.ID, MaxLocalMeterID)
+	}
+	return nil
+}
+func (a *ActPushVLAN) Validate() error {
+	if a.TPID != 0x8100 && a.TPID != 0x88a8 {
+		return fmt.Errorf("push_vlan: TPID %#x, want 0x8100 or 0x88a8", a.TPID)
+	}
+	return nil
+}
+
+func (a *ActDecTTL) Format(Printer) string   { return "dec_ttl" }
+func (a *ActPopVLAN) Format(Printer) string  { return "pop_vlan" }
+func (a *ActCTClear) Format(Printer) string  { return "ct_clear" }
+func (a *ActPushVLAN) Format(Printer) string { return fmt.Sprintf("push_vlan:%#x", a.TPID) }
+func (a *ActGroup) Format(p Printer) string  { return fmt.Sprintf("group:%d", p.group(a.ID)) }
+func (a *ActMeter) Format(p Printer) string  { return fmt.Sprintf("meter:%d", p.meter(a.ID)) }
+
+func (a *ActDecTTL) String() string   { return a.Format(DefaultPrinter) }
+func (a *ActPopVLAN) String() string  { return a.Format(DefaultPrinter) }
+func (a *ActCTClear) String() string  { return a.Format(DefaultPrinter) }
+func (a *ActPushVLAN) String() string { return a.Format(DefaultPrinter) }
+func (a *ActGroup) String() string    { return a.Format(DefaultPrinter) }
+func (a *ActMeter) String() string    { return a.Format(DefaultPrinter) }
+
+// --- conjunction ---
+
+// ActConjunction makes the flow clause Clause (1-based) of NClauses of
+// conjunctive match ID: a packet matching one flow of every clause then
+// matches the flow that has ConjID(ID). A rule with N peers, M pods and K
+// ports so costs N+M+K flows instead of N×M×K. A flow with a conjunction
+// action may hold only conjunction actions and no jump.
+type ActConjunction struct {
+	ID               uint32
+	Clause, NClauses uint8
+}
+
+// Conjunction builds an ActConjunction.
+func Conjunction(id uint32, clause, nClauses uint8) Action {
+	return &ActConjunction{ID: id, Clause: clause, NClauses: nClauses}
+}
+
+func (*ActConjunction) isAction() {}
+func (a *ActConjunction) Validate() error {
+	if a.NClauses < 2 || a.NClauses > 64 || a.Clause < 1 || a.Clause > a.NClauses {
+		return fmt.Errorf("conjunction(%d,%d/%d): need 2 <= clauses <= 64 and 1 <= clause <= clauses", a.ID, a.Clause, a.NClauses)
+	}
+	return nil
+}
+func (a *ActConjunction) Format(Printer) string {
+	return fmt.Sprintf("conjunction(%d,%d/%d)", a.ID, a.Clause, a.NClauses)
+}
+func (a *ActConjunction) String() string { return a.Format(DefaultPrinter) }
+
+// --- resubmit and note ---
+
+// ActResubmit runs the packet through another table and then continues
+// with the rest of this action list. The target must be a table the plugin
+// may write (its own or an exported one) and later than the flow's own
+// table: the host refuses backward targets, so the pipeline stays a DAG.
+// In a group bucket it is how a bucket continues the pipeline.
+type ActResubmit struct{ To Jump }
+
+// Resubmit runs the packet through the table j names (see ActResubmit).
+func Resubmit(j Jump) Action { return &ActResubmit{To: j} }
+
+func (*ActResubmit) isAction() {}
+func (a *ActResubmit) Validate() error {
+	if a.To.Kind == JumpNone {
+		return fmt.Errorf("resubmit without a target table")
+	}
+	return a.To.Validate()
+}
+func (a *ActResubmit) Format(p Printer) string { return "resubmit(," + p.Jump(a.To) + ")" }
+func (a *ActResubmit) String() string          { return a.Format(DefaultPrinter) }
+
+// ActNote carries opaque bytes that show in flow dumps (e.g. the policy a
+// flow implements); the switch ignores it.
+type ActNote struct{ Data []byte }
+
+// Note builds an ActNote.
+func Note(data []byte) Action { return &ActNote{Data: data} }
+
+// MaxNoteLen bounds ActNote.Data.
+const MaxNoteLen = 256
+
+func (*ActNote) isAction() {}
+func (a *ActNote) Validate() error {
+	if len(a.Data) > MaxNoteLen {
+		return fmt.Errorf("note: %d bytes, at most %d", len(a.Data), MaxNoteLen)
+	}
+	return nil
+}
+
+// Format prints as ovs-ofctl does: the note padded so the action fills a
+// multiple of 8 bytes, the padding shown as zero bytes.
+func (a *ActNote) Format(Printer) string {
+	n := max(len(a.Data), 6)
+	n += (8 - (n+10)%8) % 8
+	b := make([]byte, n)
+	copy(b, a.Data)
+	return "note:" + hexDots(b)
+}
+func (a *ActNote) String() string { return a.Format(DefaultPrinter) }

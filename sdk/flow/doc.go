@@ -8,7 +8,54 @@
 // stay valid when another plugin is loaded later and the layout grows.
 //
 // Where to start: Flow (flow.go), Match (match.go), the action constructors
-// (action.go), Batch (batch.go). Every Flow, Group and Meter has one canonical
-// text form (String), close to what `ovs-ofctl dump-flows` prints, used in
-// logs, errors and test expectations.
+// (action.go; ct.go for conntrack and NAT, learn.go for learn), Batch
+// (batch.go). Every Flow, Group and Meter has one canonical text form
+// (String), close to what `ovs-ofctl dump-flows` prints, used in logs,
+// errors and test expectations. Resolved by the host (register bits, table
+// and group IDs), the text of every action and match field added since the
+// vocabulary work is exactly ovs-ofctl's; host/ofxlate's tests and
+// itest/host's live test hold it to that.
+//
+// Each action is its own type (ActOutput, ActCT, ActLearn, ...) behind the
+// sealed Action interface, carrying only the parameters its kind has. IP
+// shorthands name their version: TCP4/TCP6, UDP4/UDP6, SCTP4/SCTP6,
+// ICMP4/ICMP6, or L4(v, proto); TCP(), UDP() and ICMP() are deprecated
+// aliases of the IPv4 forms.
+//
+// # Adding an action
+//
+// An action crosses six layers; each step below names the test that fails
+// when it is missed.
+//
+//  1. flow: the Act* type with isAction, Validate, Format (ovs-ofctl's
+//     text when resolved) and String, and a constructor. If it carries a
+//     jump, return it from JumpOf; if it uses register fields, list them
+//     in appendActionFields (flow.go).
+//  2. flow/flowtest: a sample in Actions. TestEveryActionTypeHasASample
+//     parses this package and fails for an Act* type without one; every
+//     later layer's test iterates the samples.
+//  3. proto: an ActionKind value in sdk/internal/wirepb/plugin.proto and
+//     its parameters (new fields numbered from 20 up), then `make proto`.
+//     TestEveryWireKind (fromproto) fails for a sample whose kind is
+//     ACTION_UNKNOWN or shared, and for an enum value no sample uses.
+//  4. toproto.Action and fromproto.Action: the case for the type and kind.
+//     TestBatchRoundTrip (fromproto) fails when the round trip loses it.
+//  5. fastwire: appendAction and decoder.action (a slab for the type), or
+//     let rare nested actions fall back to the generated code as learn
+//     does. TestAgreesWithGeneratedCode fails when either side differs;
+//     FuzzDecode then covers the decoder through the seed it builds.
+//  6. host/ofxlate: the case in Context.action, translating to
+//     host/openflow types (add to host/openflow first if the codec lacks
+//     the action; see its doc.go). TestEveryActionTranslates fails for an
+//     untranslated type and when the resolved text differs from the
+//     codec's ovs-ofctl text. If the action carries a jump,
+//     pipeline.Arbiter.Resolve must resolve it (Resolved.Jumps).
+//  7. A live check: add the action to TestVocabularyOnLiveSwitch
+//     (itest/host), which installs it through the agent and compares
+//     ovs-ofctl dump-flows with the host's text.
+//
+// Adding a match kind is the same walk: a MatchKind constant at the end
+// (kinds are wire numbers), its kindInfo, a builder, a flowtest.Matches
+// sample (TestEveryMatchKindHasASample), the ofxlate matchFields entry
+// (TestEveryMatchTranslates), and the live test.
 package flow

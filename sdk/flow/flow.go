@@ -44,7 +44,7 @@ func (f *Flow) Key() Key { return Key{Table: f.Table, Priority: f.Priority, Matc
 func (f *Flow) Jumps() []Jump {
 	var js []Jump
 	for _, a := range f.Actions {
-		if j := a.jump(); j.Kind != JumpNone {
+		if j, ok := JumpOf(a); ok {
 			js = append(js, j)
 		}
 	}
@@ -63,14 +63,64 @@ func (f *Flow) Fields() []Field {
 		}
 	}
 	for _, a := range f.Actions {
-		switch a.Kind {
-		case ActOutputField, ActLoadField:
-			fs = append(fs, a.Field)
-		case ActMoveField:
-			fs = append(fs, a.From, a.Field)
+		fs = appendActionFields(fs, a)
+	}
+	return fs
+}
+
+// ActionFields lists the register fields actions read or write.
+func ActionFields(as []Action) []Field {
+	var fs []Field
+	for _, a := range as {
+		fs = appendActionFields(fs, a)
+	}
+	return fs
+}
+
+func appendActionFields(fs []Field, a Action) []Field {
+	op := func(o Operand) {
+		if f, ok := o.Reg(); ok {
+			fs = append(fs, f)
+		}
+	}
+	switch a := a.(type) {
+	case *ActOutputField:
+		fs = append(fs, a.Field)
+	case *ActLoad:
+		fs = append(fs, a.Field)
+	case *ActMove:
+		op(a.From)
+		op(a.To)
+	case *ActLearn:
+		for _, s := range a.Specs {
+			op(s.Src)
+			op(s.Dst)
 		}
 	}
 	return fs
+}
+
+// validateActions checks each action, naming nil ones (what a decoder
+// yields for an action kind it does not know).
+func validateActions(as []Action) []error {
+	var errs []error
+	for i, a := range as {
+		if a == nil {
+			errs = append(errs, fmt.Errorf("action %d is missing or of an unknown kind", i))
+			continue
+		}
+		if err := a.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func formatAction(a Action, p Printer) string {
+	if a == nil {
+		return "<unknown action>"
+	}
+	return a.Format(p)
 }
 
 // Validate checks the flow's own shape.
@@ -84,11 +134,10 @@ func (f *Flow) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, a := range f.Actions {
-		if err := a.Validate(); err != nil {
-			errs = append(errs, err)
-		}
+	if err := f.Match.checkPrerequisites(); err != nil {
+		errs = append(errs, err)
 	}
+	errs = append(errs, validateActions(f.Actions)...)
 	for _, j := range f.Jumps() {
 		if err := j.Validate(); err != nil {
 			errs = append(errs, err)
@@ -98,7 +147,7 @@ func (f *Flow) Validate() error {
 	// clause, and the packet's fate is decided by the conj_id flow.
 	conj := 0
 	for _, a := range f.Actions {
-		if a.Kind == ActConjunction {
+		if _, ok := a.(*ActConjunction); ok {
 			conj++
 		}
 	}
@@ -136,7 +185,7 @@ func (f *Flow) Format(table string, p Printer, match string) string {
 	b.WriteString(" actions=")
 	var acts []string
 	for _, a := range f.Actions {
-		acts = append(acts, a.Format(p))
+		acts = append(acts, formatAction(a, p))
 	}
 	if f.Goto.Kind != JumpNone {
 		acts = append(acts, "goto_table:"+p.Jump(f.Goto))
@@ -180,6 +229,72 @@ type Group struct {
 	ID      uint32
 	Type    GroupType
 	Buckets []Bucket
+	// Selection, for select groups, says how the switch picks a bucket
+	// (nil: the switch's default).
+	Selection *Selection
+}
+
+// SelectionMethod is how a select group hashes packets onto buckets.
+type SelectionMethod uint8
+
+const (
+	// SelectHash hashes the listed Fields of each packet (OVS "hash").
+	SelectHash SelectionMethod = iota + 1
+	// SelectDPHash hashes in the datapath (OVS "dp_hash"), no fields.
+	SelectDPHash
+	numSelectionMethods
+)
+
+func (m SelectionMethod) String() string {
+	switch m {
+	case SelectHash:
+		return "hash"
+	case SelectDPHash:
+		return "dp_hash"
+	}
+	return fmt.Sprintf("selection(%d)", uint8(m))
+}
+
+// Selection is a select group's selection method: with SelectHash,
+// packets that agree on Fields (e.g. MatchIPv4Src and MatchTCPSrc) go to
+// the same bucket, buckets shared by Weight.
+type Selection struct {
+	Method SelectionMethod
+	Fields []MatchKind
+}
+
+var hashable = map[MatchKind]bool{
+	MatchEthSrc: true, MatchEthDst: true, MatchEthType: true, MatchVlanVID: true, MatchIPProto: true,
+	MatchIPv4Src: true, MatchIPv4Dst: true, MatchIPv6Src: true, MatchIPv6Dst: true,
+	MatchTCPSrc: true, MatchTCPDst: true, MatchUDPSrc: true, MatchUDPDst: true, MatchSCTPSrc: true, MatchSCTPDst: true,
+}
+
+func (s *Selection) validate() error {
+	if s.Method == 0 || s.Method >= numSelectionMethods {
+		return fmt.Errorf("unknown selection method %d", s.Method)
+	}
+	if s.Method == SelectDPHash && len(s.Fields) > 0 {
+		return fmt.Errorf("selection method dp_hash takes no fields")
+	}
+	for _, k := range s.Fields {
+		if !hashable[k] {
+			return fmt.Errorf("selection method hash cannot hash %s", k)
+		}
+	}
+	return nil
+}
+
+// text prints as ovs-ofctl dump-groups does.
+func (s *Selection) text() string {
+	t := "selection_method=" + s.Method.String()
+	if len(s.Fields) > 0 {
+		var names []string
+		for _, k := range s.Fields {
+			names = append(names, matchKinds[k].setName())
+		}
+		t += ",fields(" + strings.Join(names, ",") + ")"
+	}
+	return t
 }
 
 // MaxLocalGroupID bounds Group.ID.
@@ -193,12 +308,21 @@ func (g *Group) Validate() error {
 	if g.Type > GroupFastFailover {
 		return fmt.Errorf("group %d: unknown type %d", g.ID, g.Type)
 	}
+	if g.Selection != nil {
+		if g.Type != GroupSelect {
+			return fmt.Errorf("group %d: a selection method needs a select group", g.ID)
+		}
+		if err := g.Selection.validate(); err != nil {
+			return fmt.Errorf("group %d: %w", g.ID, err)
+		}
+	}
 	for i, bk := range g.Buckets {
+		if errs := validateActions(bk.Actions); len(errs) > 0 {
+			return fmt.Errorf("group %d bucket %d: %w", g.ID, i, errors.Join(errs...))
+		}
 		for _, a := range bk.Actions {
-			if err := a.Validate(); err != nil {
-				return fmt.Errorf("group %d bucket %d: %w", g.ID, i, err)
-			}
-			if a.Kind == ActCT || a.Kind == ActGroup {
+			switch a.(type) {
+			case *ActCT, *ActGroup, *ActLearn, *ActConjunction:
 				return fmt.Errorf("group %d bucket %d: %s is not allowed in a bucket", g.ID, i, a)
 			}
 		}
@@ -210,6 +334,9 @@ func (g *Group) Validate() error {
 func (g *Group) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "group_id=%d,type=%s", g.ID, g.Type)
+	if g.Selection != nil {
+		b.WriteString("," + g.Selection.text())
+	}
 	for _, bk := range g.Buckets {
 		b.WriteString(",bucket=")
 		var parts []string
@@ -221,7 +348,7 @@ func (g *Group) String() string {
 		}
 		var acts []string
 		for _, a := range bk.Actions {
-			acts = append(acts, a.String())
+			acts = append(acts, formatAction(a, DefaultPrinter))
 		}
 		parts = append(parts, "actions="+strings.Join(acts, ","))
 		b.WriteString(strings.Join(parts, ","))

@@ -72,7 +72,7 @@ func (a *alpha) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRes
 		if err != nil {
 			return fmt.Errorf("punt: %w", err)
 		}
-		b.AddFlows(flow.Flow{Table: tClass, Priority: 200, Match: flow.Match{}.ICMP().IPv4Dst(punt), Tag: 7,
+		b.AddFlows(flow.Flow{Table: tClass, Priority: 200, Match: flow.Match{}.ICMP4().IPv4Dst(punt), Tag: 7,
 			Actions: []flow.Action{flow.Controller(0xffff, []byte("alpha-punt"))}})
 	}
 	a.mu.Lock()

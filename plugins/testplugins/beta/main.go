@@ -63,7 +63,7 @@ func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRespons
 	b.AddFlows(flow.Flow{Table: tGuard, Priority: 90, Match: flow.Match{}.IPv4().Field(flow.FieldPacketSource, flow.PacketSourceLocal)})
 	if cfg.Probe {
 		port := uint16(10000 + os.Getpid()%50000)
-		b.AddFlows(flow.Flow{Table: tIngress, Priority: 200, Match: flow.Match{}.TCP().TCPDst(port), Tag: 0xbeef})
+		b.AddFlows(flow.Flow{Table: tIngress, Priority: 200, Match: flow.Match{}.TCP4().TCPDst(port), Tag: 0xbeef})
 	}
 	if err := h.Apply(ctx, b); err != nil {
 		return err

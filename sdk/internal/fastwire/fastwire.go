@@ -12,8 +12,11 @@
 package fastwire
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -36,14 +39,44 @@ const (
 
 	jumpKind, jumpStage, jumpPipeline, jumpTable = 1, 2, 3, 4
 
-	ctCommit, ctZone, ctResume, ctMark, ctMarkMask, ctNAT = 1, 2, 3, 4, 5, 6
+	ctCommit, ctZone, ctResume, ctMark, ctMarkMask, ctNAT, ctLabel, ctLabelMask = 1, 2, 3, 4, 5, 20, 21, 22
 
-	actKind, actPort, actField, actFrom, actSetKind, actValue, actUint, actMaxLen, actUserdata, actCT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+	natKind, natMinAddr, natMaxAddr, natMinPort, natMaxPort, natPersistent, natSelection = 1, 2, 3, 4, 5, 6, 7
+
+	opField, opHeader, opOffset, opWidth = 1, 2, 3, 4
+
+	actKind, actPort, actField, actSetKind, actValue, actUint, actMaxLen, actUserdata, actCT = 1, 2, 3, 5, 6, 7, 8, 9, 10
+	actMoveFrom, actMoveTo, actMask, actReason, actJump, actLearn                            = 20, 21, 22, 23, 24, 25
 )
 
 // encoder appends nested messages: each level encodes into its own scratch
 // buffer, then the parent appends it length-prefixed.
-type encoder struct{ scratch [4][]byte }
+type encoder struct{ scratch [5][]byte }
+
+// field, jump and operand encode a nested message into the scratch
+// buffer of level i and keep the buffer for the next one.
+func (e *encoder) field(i int, f flow.Field) []byte {
+	e.scratch[i] = appendField(e.scratch[i][:0], f)
+	return e.scratch[i]
+}
+
+func (e *encoder) jump(i int, j flow.Jump) []byte {
+	e.scratch[i] = appendJump(e.scratch[i][:0], j)
+	return e.scratch[i]
+}
+
+func (e *encoder) operand(i int, o flow.Operand) []byte {
+	b := e.scratch[i][:0]
+	if f, ok := o.Reg(); ok {
+		b = appendMessage(b, opField, e.field(i+1, f))
+	} else if k, ofs, w, ok := o.Header(); ok {
+		b = appendVarintField(b, opHeader, uint64(k))
+		b = appendVarintField(b, opOffset, uint64(ofs))
+		b = appendVarintField(b, opWidth, uint64(w))
+	}
+	e.scratch[i] = b
+	return b
+}
 
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
@@ -93,62 +126,158 @@ func boolVal(v bool) uint64 {
 	return 0
 }
 
-func (e *encoder) appendAction(b []byte, a *flow.Action) []byte {
-	b = appendVarintField(b, actKind, uint64(a.Kind))
-	b = appendVarintField(b, actPort, uint64(a.Port))
-	if a.Field.Name != "" {
-		b = appendMessage(b, actField, appendField(e.scratch[2][:0], a.Field))
-	}
-	if a.From.Name != "" {
-		b = appendMessage(b, actFrom, appendField(e.scratch[2][:0], a.From))
-	}
-	b = appendVarintField(b, actSetKind, uint64(a.SetKind))
-	b = appendBytesField(b, actValue, a.Value)
-	b = appendVarintField(b, actUint, a.Uint)
-	b = appendVarintField(b, actMaxLen, uint64(a.MaxLen))
-	b = appendBytesField(b, actUserdata, a.Userdata)
-	if c := a.CT; c != nil {
-		ct := e.scratch[2][:0]
-		ct = appendVarintField(ct, ctCommit, boolVal(c.Commit))
-		ct = appendVarintField(ct, ctZone, uint64(c.Zone))
-		if c.Resume.Kind != flow.JumpNone {
-			ct = appendMessage(ct, ctResume, appendJump(e.scratch[3][:0], c.Resume))
-		}
-		ct = appendVarintField(ct, ctMark, uint64(c.Mark))
-		ct = appendVarintField(ct, ctMarkMask, uint64(c.MarkMask))
-		ct = appendVarintField(ct, ctNAT, boolVal(c.NAT))
-		e.scratch[2] = ct
-		b = appendMessage(b, actCT, ct)
+func appendAddr(b []byte, num protowire.Number, a netip.Addr) []byte {
+	switch {
+	case a.Is4():
+		v := a.As4()
+		return appendBytesField(b, num, v[:])
+	case a.IsValid():
+		v := a.As16()
+		return appendBytesField(b, num, v[:])
 	}
 	return b
 }
 
-func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) []byte {
+func (e *encoder) appendCT(b []byte, c *flow.ActCT) []byte {
+	b = appendVarintField(b, ctCommit, boolVal(c.Commit))
+	b = appendVarintField(b, ctZone, uint64(c.Zone))
+	if c.Resume.Kind != flow.JumpNone {
+		b = appendMessage(b, ctResume, e.jump(3, c.Resume))
+	}
+	b = appendVarintField(b, ctMark, uint64(c.Mark))
+	b = appendVarintField(b, ctMarkMask, uint64(c.MarkMask))
+	if n := c.NAT; n != nil {
+		nb := e.scratch[3][:0]
+		nb = appendVarintField(nb, natKind, uint64(n.Kind))
+		nb = appendAddr(nb, natMinAddr, n.MinAddr)
+		nb = appendAddr(nb, natMaxAddr, n.MaxAddr)
+		nb = appendVarintField(nb, natMinPort, uint64(n.MinPort))
+		nb = appendVarintField(nb, natMaxPort, uint64(n.MaxPort))
+		nb = appendVarintField(nb, natPersistent, boolVal(n.Persistent))
+		nb = appendVarintField(nb, natSelection, uint64(n.Selection))
+		e.scratch[3] = nb
+		b = appendMessage(b, ctNAT, nb)
+	}
+	if !c.LabelMask.IsZero() {
+		var v [16]byte
+		binary.BigEndian.PutUint64(v[:8], c.Label.Hi)
+		binary.BigEndian.PutUint64(v[8:], c.Label.Lo)
+		b = appendBytesField(b, ctLabel, v[:])
+		binary.BigEndian.PutUint64(v[:8], c.LabelMask.Hi)
+		binary.BigEndian.PutUint64(v[8:], c.LabelMask.Lo)
+		b = appendBytesField(b, ctLabelMask, v[:])
+	}
+	return b
+}
+
+func kind(k pb.ActionKind) uint64 { return uint64(k) }
+
+// appendAction appends the fields of one Action message; it mirrors
+// toproto.Action field by field (TestAgreesWithGeneratedCode checks).
+func (e *encoder) appendAction(b []byte, a flow.Action) ([]byte, error) {
+	switch a := a.(type) {
+	case *flow.ActOutput:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_OUTPUT))
+		b = appendVarintField(b, actPort, uint64(a.Port))
+	case *flow.ActOutputField:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_OUTPUT_FIELD))
+		b = appendMessage(b, actField, e.field(2, a.Field))
+	case *flow.ActInPort:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_IN_PORT))
+	case *flow.ActNormal:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_NORMAL))
+	case *flow.ActController:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_CONTROLLER))
+		b = appendVarintField(b, actUint, uint64(a.Meter))
+		b = appendVarintField(b, actMaxLen, uint64(a.MaxLen))
+		b = appendBytesField(b, actUserdata, a.Userdata)
+		b = appendVarintField(b, actReason, uint64(a.Reason))
+	case *flow.ActSetField:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_SET_FIELD))
+		b = appendVarintField(b, actSetKind, uint64(a.Kind))
+		b = appendBytesField(b, actValue, a.Value)
+		b = appendBytesField(b, actMask, a.Mask)
+	case *flow.ActLoad:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_LOAD))
+		b = appendMessage(b, actField, e.field(2, a.Field))
+		b = appendVarintField(b, actUint, uint64(a.Value))
+	case *flow.ActMove:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_MOVE))
+		if a.From != (flow.Operand{}) {
+			b = appendMessage(b, actMoveFrom, e.operand(2, a.From))
+		}
+		if a.To != (flow.Operand{}) {
+			b = appendMessage(b, actMoveTo, e.operand(2, a.To))
+		}
+	case *flow.ActCT:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_CT))
+		ct := e.appendCT(e.scratch[2][:0], a)
+		e.scratch[2] = ct
+		b = appendMessage(b, actCT, ct)
+	case *flow.ActCTClear:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_CT_CLEAR))
+	case *flow.ActGroup:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_GROUP))
+		b = appendVarintField(b, actUint, uint64(a.ID))
+	case *flow.ActMeter:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_METER))
+		b = appendVarintField(b, actUint, uint64(a.ID))
+	case *flow.ActDecTTL:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_DEC_TTL))
+	case *flow.ActPushVLAN:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_PUSH_VLAN))
+		b = appendVarintField(b, actUint, uint64(a.TPID))
+	case *flow.ActPopVLAN:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_POP_VLAN))
+	case *flow.ActConjunction:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_CONJUNCTION))
+		b = appendVarintField(b, actPort, uint64(a.Clause)<<8|uint64(a.NClauses))
+		b = appendVarintField(b, actUint, uint64(a.ID))
+	case *flow.ActResubmit:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_RESUBMIT))
+		if a.To.Kind != flow.JumpNone {
+			b = appendMessage(b, actJump, e.jump(2, a.To))
+		}
+	case *flow.ActNote:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_NOTE))
+		b = appendBytesField(b, actValue, a.Data)
+	default:
+		// Rare, nested actions (learn) go through the generated code;
+		// the bytes are the same Action message.
+		return proto.MarshalOptions{}.MarshalAppend(b, toproto.Action(a))
+	}
+	return b, nil
+}
+
+func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) ([]byte, error) {
 	b = appendStringField(b, flowTable, f.Table)
 	b = appendVarintField(b, flowPriority, uint64(f.Priority))
 	for _, m := range f.Match.Fields() {
 		mf := e.scratch[1][:0]
 		mf = appendVarintField(mf, mfKind, uint64(m.Kind))
 		if m.Kind == flow.MatchRegField {
-			mf = appendMessage(mf, mfField, appendField(e.scratch[2][:0], m.Field))
+			mf = appendMessage(mf, mfField, e.field(2, m.Field))
 		}
 		mf = appendBytesField(mf, mfValue, m.Value)
 		mf = appendBytesField(mf, mfMask, m.Mask)
 		e.scratch[1] = mf
 		b = appendMessage(b, flowMatch, mf)
 	}
-	for i := range f.Actions {
-		act := e.appendAction(e.scratch[1][:0], &f.Actions[i])
+	for _, a := range f.Actions {
+		act, err := e.appendAction(e.scratch[1][:0], a)
+		if err != nil {
+			return b, err
+		}
 		e.scratch[1] = act
 		b = appendMessage(b, flowActions, act)
 	}
 	if f.Goto.Kind != flow.JumpNone {
-		b = appendMessage(b, flowGoto, appendJump(e.scratch[1][:0], f.Goto))
+		b = appendMessage(b, flowGoto, e.jump(1, f.Goto))
 	}
 	b = appendVarintField(b, flowTag, uint64(f.Tag))
 	b = appendVarintField(b, flowIdle, uint64(f.IdleTimeout))
 	b = appendVarintField(b, flowHard, uint64(f.HardTimeout))
-	return appendVarintField(b, flowOp, uint64(op))
+	return appendVarintField(b, flowOp, uint64(op)), nil
 }
 
 // Append appends the encoded batch to b. The result is a serialized
@@ -158,7 +287,10 @@ func Append(b []byte, batch *flow.Batch) ([]byte, error) {
 	for _, o := range batch.Ops {
 		switch {
 		case o.Flow != nil:
-			fb := e.appendFlow(e.scratch[0][:0], o.Flow, o.Kind)
+			fb, err := e.appendFlow(e.scratch[0][:0], o.Flow, o.Kind)
+			if err != nil {
+				return nil, err
+			}
 			e.scratch[0] = fb
 			b = appendMessage(b, batchFlows, fb)
 		case o.Group != nil:
@@ -228,13 +360,86 @@ func (r *reader) next() (num protowire.Number, typ protowire.Type, v uint64, dat
 // small clamps a varint into a field of width bits.
 func small(v uint64, max uint64) uint64 { return min(v, max) }
 
-func decodeField(data []byte) (flow.Field, error) {
+// slab hands out *T from chunks, so a batch's actions of one type cost a
+// few allocations, not one each. A chunk is sized from how many actions
+// of the type the flows decoded so far had, times the flows left, and
+// capped at 64 KiB, so a type that appears once wastes little.
+type slab[T any] struct {
+	buf  []T
+	used int
+}
+
+func (s *slab[T]) alloc(d *decoder) *T {
+	if len(s.buf) == cap(s.buf) {
+		seen := d.flow + 1
+		left := max(d.nflows-d.flow, 1)
+		need := max(s.used, 1) * left / seen
+		if s.used == 0 {
+			need = left
+		}
+		var zero T
+		limit := max(8, 64<<10/max(int(unsafe.Sizeof(zero)), 1))
+		s.buf = make([]T, 0, min(max(need, 8), limit))
+	}
+	s.buf = s.buf[:len(s.buf)+1]
+	s.used++
+	return &s.buf[len(s.buf)-1]
+}
+
+// decoder holds one batch's slabs and interned strings.
+type decoder struct {
+	flow, nflows int
+	fields       []flow.MatchField
+	actions      []flow.Action
+	arena        []byte
+	lastTable    string
+	names        map[string]string
+
+	output      slab[flow.ActOutput]
+	outputField slab[flow.ActOutputField]
+	controller  slab[flow.ActController]
+	setField    slab[flow.ActSetField]
+	load        slab[flow.ActLoad]
+	move        slab[flow.ActMove]
+	ct          slab[flow.ActCT]
+	nat         slab[flow.NAT]
+	group       slab[flow.ActGroup]
+	meter       slab[flow.ActMeter]
+	pushVLAN    slab[flow.ActPushVLAN]
+	conj        slab[flow.ActConjunction]
+	resubmit    slab[flow.ActResubmit]
+	note        slab[flow.ActNote]
+}
+
+// Actions without parameters are shared: nothing can change them.
+var (
+	inPort  = &flow.ActInPort{}
+	normal  = &flow.ActNormal{}
+	ctClear = &flow.ActCTClear{}
+	decTTL  = &flow.ActDecTTL{}
+	popVLAN = &flow.ActPopVLAN{}
+)
+
+// name interns a register field or table name: a batch uses few.
+func (d *decoder) name(b []byte) string {
+	if s, ok := d.names[string(b)]; ok {
+		return s
+	}
+	if d.names == nil {
+		d.names = make(map[string]string)
+	}
+	s := string(b)
+	d.names[s] = s
+	return s
+}
+
+func (d *decoder) field(data []byte) (flow.Field, error) {
 	r := reader{b: data}
 	var f flow.Field
-	for num, typ, v, d, ok := r.next(); ok; num, typ, v, d, ok = r.next() {
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
 		switch {
 		case num == fieldName && typ == protowire.BytesType:
-			f.Name = string(d)
+			f.Name = d.name(b)
 		case num == fieldWidth && typ == protowire.VarintType:
 			f.Width = uint8(small(v, 255))
 		}
@@ -242,35 +447,89 @@ func decodeField(data []byte) (flow.Field, error) {
 	return f, r.err
 }
 
-func decodeJump(data []byte) (flow.Jump, error) {
+func (d *decoder) operand(data []byte) (flow.Operand, error) {
 	r := reader{b: data}
-	var j flow.Jump
-	for num, typ, v, d, ok := r.next(); ok; num, typ, v, d, ok = r.next() {
+	var k, ofs, w uint64
+	var f flow.Field
+	hasField := false
+	var err error
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
 		switch {
-		case num == jumpKind && typ == protowire.VarintType:
-			j.Kind = flow.JumpKind(small(v, 255))
-		case num == jumpStage && typ == protowire.VarintType:
-			j.Stage = flow.Stage(small(v, 255))
-		case num == jumpPipeline && typ == protowire.VarintType:
-			j.Pipeline = flow.Pipeline(small(v, 255))
-		case num == jumpTable && typ == protowire.BytesType:
-			j.Table = string(d)
+		case num == opField && typ == protowire.BytesType:
+			if f, err = d.field(b); err != nil {
+				return flow.Operand{}, err
+			}
+			hasField = true
+		case num == opHeader && typ == protowire.VarintType:
+			k = small(v, 255)
+		case num == opOffset && typ == protowire.VarintType:
+			ofs = small(v, 255)
+		case num == opWidth && typ == protowire.VarintType:
+			w = small(v, 255)
 		}
 	}
-	return j, r.err
+	switch {
+	case r.err != nil:
+		return flow.Operand{}, r.err
+	case hasField:
+		return flow.Reg(f), nil
+	case k != 0:
+		return flow.HeaderBits(flow.MatchKind(k), uint8(ofs), uint8(w)), nil
+	}
+	return flow.Operand{}, nil
 }
 
-func decodeCT(data []byte) (*flow.CT, error) {
+func (d *decoder) natSpec(data []byte) (*flow.NAT, error) {
 	r := reader{b: data}
-	c := &flow.CT{}
-	for num, typ, v, d, ok := r.next(); ok; num, typ, v, d, ok = r.next() {
+	n := d.nat.alloc(d)
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
 		if typ == protowire.BytesType {
-			if num == ctResume {
-				j, err := decodeJump(d)
-				if err != nil {
-					return nil, err
-				}
-				c.Resume = j
+			switch num {
+			case natMinAddr:
+				n.MinAddr, _ = netip.AddrFromSlice(b)
+			case natMaxAddr:
+				n.MaxAddr, _ = netip.AddrFromSlice(b)
+			}
+			continue
+		}
+		if typ != protowire.VarintType {
+			continue
+		}
+		switch num {
+		case natKind:
+			n.Kind = flow.NATKind(small(v, 255))
+		case natMinPort:
+			n.MinPort = uint16(small(v, 0xffff))
+		case natMaxPort:
+			n.MaxPort = uint16(small(v, 0xffff))
+		case natPersistent:
+			n.Persistent = v != 0
+		case natSelection:
+			n.Selection = flow.NATSelection(small(v, 255))
+		}
+	}
+	return n, r.err
+}
+
+func (d *decoder) conntrack(data []byte) (*flow.ActCT, error) {
+	r := reader{b: data}
+	c := d.ct.alloc(d)
+	var label, labelMask []byte
+	var err error
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
+		if typ == protowire.BytesType {
+			switch num {
+			case ctResume:
+				c.Resume, err = d.jump(b)
+			case ctNAT:
+				c.NAT, err = d.natSpec(b)
+			case ctLabel:
+				label = b
+			case ctLabelMask:
+				labelMask = b
+			}
+			if err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -286,30 +545,61 @@ func decodeCT(data []byte) (*flow.CT, error) {
 			c.Mark = uint32(small(v, 0xffffffff))
 		case ctMarkMask:
 			c.MarkMask = uint32(small(v, 0xffffffff))
-		case ctNAT:
-			c.NAT = v != 0
 		}
+	}
+	if len(labelMask) > 0 {
+		c.Label, c.LabelMask = flow.Uint128From(label), flow.Uint128From(labelMask)
 	}
 	return c, r.err
 }
 
-func decodeAction(data []byte) (flow.Action, error) {
+func (d *decoder) jump(data []byte) (flow.Jump, error) {
 	r := reader{b: data}
-	var a flow.Action
-	var err error
-	for num, typ, v, d, ok := r.next(); ok; num, typ, v, d, ok = r.next() {
+	var j flow.Jump
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
+		switch {
+		case num == jumpKind && typ == protowire.VarintType:
+			j.Kind = flow.JumpKind(small(v, 255))
+		case num == jumpStage && typ == protowire.VarintType:
+			j.Stage = flow.Stage(small(v, 255))
+		case num == jumpPipeline && typ == protowire.VarintType:
+			j.Pipeline = flow.Pipeline(small(v, 255))
+		case num == jumpTable && typ == protowire.BytesType:
+			j.Table = d.name(b)
+		}
+	}
+	return j, r.err
+}
+
+// rawAction is an Action message's fields, read in one pass before the
+// kind (which may come last) decides the type.
+type rawAction struct {
+	kind, port, setKind, uint, maxLen, reason uint64
+	field, value, userdata, ct, moveFrom      []byte
+	moveTo, mask, jump                        []byte
+	hasField                                  bool
+}
+
+// action decodes one Action message. An unknown kind decodes to nil, as
+// fromproto does; Flow.Validate reports it.
+func (d *decoder) action(data []byte) (flow.Action, error) {
+	r := reader{b: data}
+	var x rawAction
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
 		if typ == protowire.VarintType {
 			switch num {
 			case actKind:
-				a.Kind = flow.ActionKind(small(v, 255))
+				x.kind = v
 			case actPort:
-				a.Port = uint32(small(v, 0xffffffff))
+				x.port = v
 			case actSetKind:
-				a.SetKind = flow.MatchKind(small(v, 255))
+				x.setKind = v
 			case actUint:
-				a.Uint = v
+				x.uint = v
 			case actMaxLen:
-				a.MaxLen = uint16(small(v, 0xffff))
+				x.maxLen = v
+			case actReason:
+				x.reason = v
 			}
 			continue
 		}
@@ -318,32 +608,126 @@ func decodeAction(data []byte) (flow.Action, error) {
 		}
 		switch num {
 		case actField:
-			a.Field, err = decodeField(d)
-		case actFrom:
-			a.From, err = decodeField(d)
+			x.field, x.hasField = b, true
 		case actValue:
-			a.Value = cloneOrNil(d)
+			x.value = b
 		case actUserdata:
-			a.Userdata = cloneOrNil(d)
+			x.userdata = b
 		case actCT:
-			a.CT, err = decodeCT(d)
-		}
-		if err != nil {
-			return a, err
+			x.ct = b
+		case actMoveFrom:
+			x.moveFrom = b
+		case actMoveTo:
+			x.moveTo = b
+		case actMask:
+			x.mask = b
+		case actJump:
+			x.jump = b
 		}
 	}
-	return a, r.err
-}
-
-// cloneOrNil copies d: the decoded batch outlives the request buffer.
-func cloneOrNil(d []byte) []byte {
-	if len(d) == 0 {
-		return nil
+	if r.err != nil {
+		return nil, r.err
 	}
-	return append([]byte(nil), d...)
+	var err error
+	field := func() flow.Field {
+		var f flow.Field
+		if x.hasField && err == nil {
+			f, err = d.field(x.field)
+		}
+		return f
+	}
+	bytesOrNil := func(b []byte) []byte {
+		if len(b) == 0 {
+			return nil
+		}
+		return carve(&d.arena, b)
+	}
+	switch pb.ActionKind(small(x.kind, 1<<31)) {
+	case pb.ActionKind_ACTION_OUTPUT:
+		a := d.output.alloc(d)
+		a.Port = uint32(small(x.port, 0xffffffff))
+		return a, nil
+	case pb.ActionKind_ACTION_OUTPUT_FIELD:
+		a := d.outputField.alloc(d)
+		a.Field = field()
+		return a, err
+	case pb.ActionKind_ACTION_IN_PORT:
+		return inPort, nil
+	case pb.ActionKind_ACTION_NORMAL:
+		return normal, nil
+	case pb.ActionKind_ACTION_CONTROLLER:
+		a := d.controller.alloc(d)
+		a.MaxLen, a.Userdata = uint16(small(x.maxLen, 0xffff)), bytesOrNil(x.userdata)
+		a.Reason, a.Meter = flow.ControllerReason(small(x.reason, 255)), uint32(small(x.uint, 0xffffffff))
+		return a, nil
+	case pb.ActionKind_ACTION_SET_FIELD:
+		a := d.setField.alloc(d)
+		a.Kind, a.Value, a.Mask = flow.MatchKind(small(x.setKind, 255)), bytesOrNil(x.value), bytesOrNil(x.mask)
+		return a, nil
+	case pb.ActionKind_ACTION_LOAD:
+		a := d.load.alloc(d)
+		a.Field, a.Value = field(), uint32(small(x.uint, 0xffffffff))
+		return a, err
+	case pb.ActionKind_ACTION_MOVE:
+		a := d.move.alloc(d)
+		if x.moveFrom != nil {
+			if a.From, err = d.operand(x.moveFrom); err != nil {
+				return nil, err
+			}
+		}
+		if x.moveTo != nil {
+			if a.To, err = d.operand(x.moveTo); err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
+	case pb.ActionKind_ACTION_CT:
+		return d.conntrack(x.ct)
+	case pb.ActionKind_ACTION_CT_CLEAR:
+		return ctClear, nil
+	case pb.ActionKind_ACTION_GROUP:
+		a := d.group.alloc(d)
+		a.ID = uint32(small(x.uint, 0xffffffff))
+		return a, nil
+	case pb.ActionKind_ACTION_METER:
+		a := d.meter.alloc(d)
+		a.ID = uint32(small(x.uint, 0xffffffff))
+		return a, nil
+	case pb.ActionKind_ACTION_DEC_TTL:
+		return decTTL, nil
+	case pb.ActionKind_ACTION_PUSH_VLAN:
+		a := d.pushVLAN.alloc(d)
+		a.TPID = uint16(small(x.uint, 0xffff))
+		return a, nil
+	case pb.ActionKind_ACTION_POP_VLAN:
+		return popVLAN, nil
+	case pb.ActionKind_ACTION_CONJUNCTION:
+		a := d.conj.alloc(d)
+		a.ID, a.Clause, a.NClauses = uint32(small(x.uint, 0xffffffff)), uint8(x.port>>8), uint8(x.port)
+		return a, nil
+	case pb.ActionKind_ACTION_RESUBMIT:
+		a := d.resubmit.alloc(d)
+		if x.jump != nil {
+			a.To, err = d.jump(x.jump)
+		}
+		return a, err
+	case pb.ActionKind_ACTION_NOTE:
+		a := d.note.alloc(d)
+		a.Data = bytesOrNil(x.value)
+		return a, nil
+	case pb.ActionKind_ACTION_LEARN:
+		// Rare and nested: the generated code reads it.
+		var m pb.Action
+		if err := proto.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("%w: learn action: %v", ErrMalformed, err)
+		}
+		return fromproto.Action(&m), nil
+	}
+	return nil, nil
 }
 
-func decodeMatchField(data []byte, arena *[]byte) (flow.MatchField, error) {
+func (dc *decoder) matchField(data []byte) (flow.MatchField, error) {
+	arena := &dc.arena
 	r := reader{b: data}
 	var m flow.MatchField
 	var err error
@@ -352,7 +736,7 @@ func decodeMatchField(data []byte, arena *[]byte) (flow.MatchField, error) {
 		case num == mfKind && typ == protowire.VarintType:
 			m.Kind = flow.MatchKind(small(v, 255))
 		case num == mfField && typ == protowire.BytesType:
-			if m.Field, err = decodeField(d); err != nil {
+			if m.Field, err = dc.field(d); err != nil {
 				return m, err
 			}
 		case num == mfValue && typ == protowire.BytesType && len(d) > 0:
@@ -386,19 +770,9 @@ type decodedFlow struct {
 	aEnd       int
 }
 
-// slabs hold every flow's match fields, actions and byte values of one
-// batch, so decoding allocates per batch rather than per flow.
-type slabs struct {
-	fields    []flow.MatchField
-	actions   []flow.Action
-	arena     []byte
-	lastTable string
-}
-
-func decodeFlow(data []byte, sl *slabs) (decodedFlow, error) {
-	slab, arena := &sl.fields, &sl.arena
+func (dc *decoder) decodeFlow(data []byte) (decodedFlow, error) {
 	r := reader{b: data}
-	out := decodedFlow{start: len(*slab), aStart: len(sl.actions)}
+	out := decodedFlow{start: len(dc.fields), aStart: len(dc.actions)}
 	f := &out.f
 	for num, typ, v, d, ok := r.next(); ok; num, typ, v, d, ok = r.next() {
 		if typ == protowire.VarintType {
@@ -422,33 +796,33 @@ func decodeFlow(data []byte, sl *slabs) (decodedFlow, error) {
 		switch num {
 		case flowTable:
 			// Batches name few tables; reuse the previous flow's string.
-			if string(d) == sl.lastTable {
-				f.Table = sl.lastTable
+			if string(d) == dc.lastTable {
+				f.Table = dc.lastTable
 			} else {
 				f.Table = string(d)
-				sl.lastTable = f.Table
+				dc.lastTable = f.Table
 			}
 		case flowMatch:
-			m, err := decodeMatchField(d, arena)
+			m, err := dc.matchField(d)
 			if err != nil {
 				return out, err
 			}
-			*slab = append(*slab, m)
+			dc.fields = append(dc.fields, m)
 		case flowActions:
-			a, err := decodeAction(d)
+			a, err := dc.action(d)
 			if err != nil {
 				return out, err
 			}
-			sl.actions = append(sl.actions, a)
+			dc.actions = append(dc.actions, a)
 		case flowGoto:
-			j, err := decodeJump(d)
+			j, err := dc.jump(d)
 			if err != nil {
 				return out, err
 			}
 			f.Goto = j
 		}
 	}
-	out.end, out.aEnd = len(*slab), len(sl.actions)
+	out.end, out.aEnd = len(dc.fields), len(dc.actions)
 	return out, r.err
 }
 
@@ -471,18 +845,19 @@ func Decode(data []byte) (*flow.Batch, error) {
 	var meters, groups []flow.Op
 	flows := make([]decodedFlow, 0, n)
 	// Values are a small part of the encoding; the arena grows in chunks.
-	sl := &slabs{fields: make([]flow.MatchField, 0, 3*n), actions: make([]flow.Action, 0, 2*n), arena: make([]byte, 0, max(4096, len(data)/8))}
+	sl := &decoder{nflows: n, fields: make([]flow.MatchField, 0, 3*n), actions: make([]flow.Action, 0, 2*n), arena: make([]byte, 0, max(4096, len(data)/8))}
 	for num, typ, _, d, ok := r.next(); ok; num, typ, _, d, ok = r.next() {
 		if typ != protowire.BytesType {
 			continue
 		}
 		switch num {
 		case batchFlows:
-			f, err := decodeFlow(d, sl)
+			f, err := sl.decodeFlow(d)
 			if err != nil {
 				return nil, err
 			}
 			flows = append(flows, f)
+			sl.flow++
 		case batchGroups:
 			var g pb.Group
 			if err := proto.Unmarshal(d, &g); err != nil {

@@ -5,6 +5,8 @@
 package fromproto
 
 import (
+	"net/netip"
+
 	"switchyard.dev/switchyard/sdk/flow"
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
 )
@@ -38,22 +40,105 @@ func Jump(j *pb.Jump) flow.Jump {
 	return flow.Jump{Kind: flow.JumpKind(min(j.GetKind(), 255)), Stage: flow.Stage(min(j.GetStage(), 255)), Pipeline: flow.Pipeline(min(j.GetPipeline(), 255)), Table: j.GetTable()}
 }
 
-func Action(a *pb.Action) flow.Action {
-	out := flow.Action{
-		Kind: flow.ActionKind(min(a.GetKind(), 255)), Port: a.GetPort(), Field: Field(a.GetField()), From: Field(a.GetFrom()),
-		SetKind: flow.MatchKind(min(a.GetSetKind(), 255)), Value: a.GetValue(), Uint: a.GetUint(),
-		MaxLen: uint16(min(a.GetMaxLen(), 0xffff)), Userdata: a.GetUserdata(),
+// Operand converts a move/learn operand; nil is the zero Operand.
+func Operand(o *pb.Operand) flow.Operand {
+	switch {
+	case o == nil:
+		return flow.Operand{}
+	case o.GetField() != nil:
+		return flow.Reg(Field(o.GetField()))
+	case o.GetHeader() != 0:
+		return flow.HeaderBits(flow.MatchKind(min(o.GetHeader(), 255)), uint8(min(o.GetOffset(), 255)), uint8(min(o.GetWidth(), 255)))
 	}
-	if len(out.Value) == 0 {
-		out.Value = nil
+	return flow.Operand{}
+}
+
+// addr reads 4 or 16 address bytes; anything else is no address (which
+// NAT validation then reports where an address is needed).
+func addr(b []byte) netip.Addr {
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func NAT(n *pb.NAT) *flow.NAT {
+	if n == nil {
+		return nil
 	}
-	if len(out.Userdata) == 0 {
-		out.Userdata = nil
-	}
-	if c := a.GetCt(); c != nil {
-		out.CT = &flow.CT{Commit: c.GetCommit(), Zone: uint16(c.GetZone()), Resume: Jump(c.GetResume()), Mark: c.GetMark(), MarkMask: c.GetMarkMask(), NAT: c.GetNat()}
+	return &flow.NAT{Kind: flow.NATKind(min(n.GetKind(), 255)), MinAddr: addr(n.GetMinAddr()), MaxAddr: addr(n.GetMaxAddr()),
+		MinPort: uint16(min(n.GetMinPort(), 0xffff)), MaxPort: uint16(min(n.GetMaxPort(), 0xffff)),
+		Persistent: n.GetPersistent(), Selection: flow.NATSelection(min(n.GetSelection(), 255))}
+}
+
+func CT(c *pb.CT) *flow.ActCT {
+	out := &flow.ActCT{Commit: c.GetCommit(), Zone: uint16(min(c.GetZone(), 0xffff)), Resume: Jump(c.GetResume()),
+		Mark: c.GetMark(), MarkMask: c.GetMarkMask(), NAT: NAT(c.GetNat())}
+	if len(c.GetLabelMask()) > 0 {
+		out.Label, out.LabelMask = flow.Uint128From(c.GetLabel()), flow.Uint128From(c.GetLabelMask())
 	}
 	return out
+}
+
+func Learn(l *pb.Learn) *flow.ActLearn {
+	out := &flow.ActLearn{Table: l.GetTable(), Priority: uint16(min(l.GetPriority(), 0xffff)),
+		IdleTimeout: uint16(min(l.GetIdleTimeout(), 0xffff)), HardTimeout: uint16(min(l.GetHardTimeout(), 0xffff))}
+	for _, sp := range l.GetSpecs() {
+		out.Specs = append(out.Specs, flow.LearnSpec{Kind: flow.LearnKind(min(sp.GetKind(), 255)), Dst: Operand(sp.GetDst()), Src: Operand(sp.GetSrc()), Value: sp.GetValue()})
+	}
+	return out
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// Action converts one action. An unknown kind yields nil, which
+// Flow.Validate and Group.Validate report.
+func Action(a *pb.Action) flow.Action {
+	switch pb.ActionKind(a.GetKind()) {
+	case pb.ActionKind_ACTION_OUTPUT:
+		return &flow.ActOutput{Port: a.GetPort()}
+	case pb.ActionKind_ACTION_OUTPUT_FIELD:
+		return &flow.ActOutputField{Field: Field(a.GetField())}
+	case pb.ActionKind_ACTION_IN_PORT:
+		return &flow.ActInPort{}
+	case pb.ActionKind_ACTION_NORMAL:
+		return &flow.ActNormal{}
+	case pb.ActionKind_ACTION_CONTROLLER:
+		return &flow.ActController{MaxLen: uint16(min(a.GetMaxLen(), 0xffff)), Userdata: nilIfEmpty(a.GetUserdata()),
+			Reason: flow.ControllerReason(min(a.GetReason(), 255)), Meter: uint32(min(a.GetUint(), 0xffffffff))}
+	case pb.ActionKind_ACTION_SET_FIELD:
+		return &flow.ActSetField{Kind: flow.MatchKind(min(a.GetSetKind(), 255)), Value: nilIfEmpty(a.GetValue()), Mask: nilIfEmpty(a.GetMask())}
+	case pb.ActionKind_ACTION_LOAD:
+		return &flow.ActLoad{Field: Field(a.GetField()), Value: uint32(min(a.GetUint(), 0xffffffff))}
+	case pb.ActionKind_ACTION_MOVE:
+		return &flow.ActMove{From: Operand(a.GetMoveFrom()), To: Operand(a.GetMoveTo())}
+	case pb.ActionKind_ACTION_CT:
+		return CT(a.GetCt())
+	case pb.ActionKind_ACTION_CT_CLEAR:
+		return &flow.ActCTClear{}
+	case pb.ActionKind_ACTION_GROUP:
+		return &flow.ActGroup{ID: uint32(min(a.GetUint(), 0xffffffff))}
+	case pb.ActionKind_ACTION_METER:
+		return &flow.ActMeter{ID: uint32(min(a.GetUint(), 0xffffffff))}
+	case pb.ActionKind_ACTION_DEC_TTL:
+		return &flow.ActDecTTL{}
+	case pb.ActionKind_ACTION_PUSH_VLAN:
+		return &flow.ActPushVLAN{TPID: uint16(min(a.GetUint(), 0xffff))}
+	case pb.ActionKind_ACTION_POP_VLAN:
+		return &flow.ActPopVLAN{}
+	case pb.ActionKind_ACTION_CONJUNCTION:
+		return &flow.ActConjunction{ID: uint32(min(a.GetUint(), 0xffffffff)), Clause: uint8(a.GetPort() >> 8), NClauses: uint8(a.GetPort())}
+	case pb.ActionKind_ACTION_RESUBMIT:
+		return &flow.ActResubmit{To: Jump(a.GetJump())}
+	case pb.ActionKind_ACTION_NOTE:
+		return &flow.ActNote{Data: nilIfEmpty(a.GetValue())}
+	case pb.ActionKind_ACTION_LEARN:
+		return Learn(a.GetLearn())
+	}
+	return nil
 }
 
 func Actions(as []*pb.Action) []flow.Action {
@@ -87,6 +172,12 @@ func Flow(f *pb.Flow) *flow.Flow {
 
 func Group(g *pb.Group) *flow.Group {
 	out := &flow.Group{ID: g.GetId(), Type: flow.GroupType(min(g.GetType(), 255))}
+	if sel := g.GetSelection(); sel != nil {
+		out.Selection = &flow.Selection{Method: flow.SelectionMethod(min(sel.GetMethod(), 255))}
+		for _, k := range sel.GetFields() {
+			out.Selection.Fields = append(out.Selection.Fields, flow.MatchKind(min(k, 255)))
+		}
+	}
 	for _, b := range g.GetBuckets() {
 		out.Buckets = append(out.Buckets, flow.Bucket{Weight: uint16(min(b.GetWeight(), 0xffff)), WatchPort: b.GetWatchPort(), Actions: Actions(b.GetActions())})
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/flow/flowtest"
 	"switchyard.dev/switchyard/sdk/internal/fromproto"
 	"switchyard.dev/switchyard/sdk/internal/toproto"
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
@@ -19,28 +21,33 @@ import (
 
 var mark = flow.Field{Name: "mark", Width: 8}
 
+// allFields lets cmp look into unexported fields (flow.Operand, netip.Addr).
+var allFields = cmp.Exporter(func(reflect.Type) bool { return true })
+
 // sampleBatch uses every kind of match, action, jump and object once.
 func sampleBatch() *flow.Batch {
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	m := flow.Match{}.InPort(1).EthSrc(mac).EthDstMasked(mac, net.HardwareAddr{1, 0, 0, 0, 0, 0}).VlanVID(10).
-		TCP().IPv4SrcPrefix(netip.MustParsePrefix("10.0.0.0/8")).IPv4Dst(netip.MustParseAddr("10.1.1.1")).TCPSrc(1).TCPDstMasked(0x400, 0xfc00).
+		TCP4().IPv4SrcPrefix(netip.MustParsePrefix("10.0.0.0/8")).IPv4Dst(netip.MustParseAddr("10.1.1.1")).TCPSrc(1).TCPDstMasked(0x400, 0xfc00).
 		CTState(flow.CTTracked, flow.CTTracked|flow.CTNew).CTZone(4).CTMark(1, 3).TunID(77).TunDst(netip.MustParseAddr("192.0.2.1")).
 		Metadata(5, 0xff).Field(mark, 9).FieldMasked(flow.FieldPacketSource, 1, 3)
 	m6 := flow.Match{}.IPv6().IPv6SrcPrefix(netip.MustParsePrefix("fd00::/64")).IPv6DstPrefix(netip.MustParsePrefix("fd00::1/128")).IPProto(flow.ProtoUDP).UDPSrc(53).UDPDst(53)
 	arp := flow.Match{}.ARP().ARPOp(1).ARPSpa(netip.MustParseAddr("10.0.0.1")).ARPTpaPrefix(netip.MustParsePrefix("10.0.0.0/24")).ARPSha(mac).ARPTha(mac)
-	icmp := flow.Match{}.ICMP().ICMPType(8).ICMPCode(0)
+	icmp := flow.Match{}.ICMP4().ICMPType(8).ICMPCode(0)
 	acts := []flow.Action{
 		flow.Output(3), flow.OutputField(flow.FieldTargetPort), flow.OutputInPort(), flow.Normal(), flow.DecTTL(),
 		flow.PopVLAN(), flow.PushVLAN(0x8100), flow.ApplyGroup(2), flow.ApplyMeter(3), flow.LoadField(mark, 7),
 		flow.MoveField(mark, flow.Field{Name: "mark2", Width: 8}), flow.Controller(128, []byte{1, 2}),
 		flow.SetEthSrc(mac), flow.SetEthDst(mac), flow.SetIPv4Src(netip.MustParseAddr("10.0.0.9")),
 		flow.SetIPv4Dst(netip.MustParseAddr("10.0.0.8")), flow.SetTunDst(netip.MustParseAddr("192.0.2.2")), flow.SetTunID(5), flow.SetVlanVID(7),
-		flow.Conntrack(flow.CT{Commit: true, Zone: 9, Resume: flow.GotoStage(flow.StageConntrack), Mark: 1, MarkMask: 1, NAT: true}),
+		flow.Conntrack(flow.CT{Commit: true, Zone: 9, Resume: flow.GotoStage(flow.StageConntrack), Mark: 1, MarkMask: 1, NAT: &flow.NAT{}}),
 	}
 	return flow.NewBatch().
 		AddMeter(flow.Meter{ID: 3, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 100, Burst: 10}}}).
 		ModifyMeter(flow.Meter{ID: 4, Bands: []flow.MeterBand{{Rate: 1}}}).
 		AddGroup(flow.Group{ID: 2, Type: flow.GroupSelect, Buckets: []flow.Bucket{{Weight: 5, WatchPort: 1, Actions: []flow.Action{flow.Output(1)}}}}).
+		AddGroup(flow.Group{ID: 3, Type: flow.GroupSelect, Selection: &flow.Selection{Method: flow.SelectHash, Fields: []flow.MatchKind{flow.MatchIPv4Src, flow.MatchTCPSrc}},
+			Buckets: []flow.Bucket{{Weight: 10, Actions: []flow.Action{flow.Resubmit(flow.GotoTable("z")), flow.Note([]byte("b"))}}, {Weight: 20, Actions: []flow.Action{flow.Output(2)}}}}).
 		DeleteGroup(9).
 		AddFlows(
 			flow.Flow{Table: "a", Priority: 100, Match: m, Actions: acts, Goto: flow.NextTable(), Tag: 42, IdleTimeout: 10, HardTimeout: 20},
@@ -48,8 +55,28 @@ func sampleBatch() *flow.Batch {
 			flow.Flow{Table: "c", Match: arp, Goto: flow.GotoTable("d")},
 			flow.Flow{Table: "e", Match: icmp, Goto: flow.GotoStage(flow.StageOutput)},
 		).
+		AddFlows(vocabulary()...).
 		ModifyFlows(flow.Flow{Table: "a", Priority: 5}).
 		DeleteFlows(flow.Flow{Table: "a", Priority: 5})
+}
+
+// vocabulary is one flow per flowtest match sample and one holding every
+// flowtest action (conjunction on its own, as Validate requires).
+func vocabulary() []flow.Flow {
+	var out []flow.Flow
+	var acts []flow.Action
+	for _, a := range flowtest.Actions("z") {
+		if _, ok := a.Action.(*flow.ActConjunction); ok {
+			out = append(out, flow.Flow{Table: "v", Priority: 2, Actions: []flow.Action{a.Action}})
+			continue
+		}
+		acts = append(acts, a.Action)
+	}
+	out = append(out, flow.Flow{Table: "v", Priority: 1, Actions: acts})
+	for i, m := range flowtest.Matches() {
+		out = append(out, flow.Flow{Table: "v", Priority: uint16(10 + i), Match: m.Match, Actions: []flow.Action{flow.Output(1)}})
+	}
+	return out
 }
 
 func batchText(b *flow.Batch) []string {
@@ -88,7 +115,7 @@ func TestBatchRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(a.Flow.Match.Fields(), b.Flow.Match.Fields()); diff != "" {
 				t.Errorf("op %d match fields (-in +out):\n%s", i, diff)
 			}
-			if diff := cmp.Diff(a.Flow.Actions, b.Flow.Actions); diff != "" {
+			if diff := cmp.Diff(a.Flow.Actions, b.Flow.Actions, allFields); diff != "" {
 				t.Errorf("op %d actions (-in +out):\n%s", i, diff)
 			}
 			if a.Flow.Goto != b.Flow.Goto || a.Flow.Tag != b.Flow.Tag || a.Flow.IdleTimeout != b.Flow.IdleTimeout || a.Flow.HardTimeout != b.Flow.HardTimeout {
@@ -147,5 +174,32 @@ func TestSeedCorpus(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("%s is stale: run with UPDATE_FUZZ_SEEDS=1", path)
+	}
+}
+
+// TestEveryWireKind: every action sample gets its own ActionKind, and
+// every ActionKind of the .proto is produced by some sample, so a kind
+// added to one side only fails here.
+func TestEveryWireKind(t *testing.T) {
+	byKind := map[pb.ActionKind]string{}
+	for _, s := range flowtest.Actions("t") {
+		k := pb.ActionKind(toproto.Action(s.Action).GetKind())
+		if k == pb.ActionKind_ACTION_UNKNOWN {
+			t.Errorf("sample %s (%T) encodes as ACTION_UNKNOWN: add it to toproto.Action", s.Name, s.Action)
+			continue
+		}
+		if prev, ok := byKind[k]; ok && reflect.TypeOf(s.Action).String() != prev {
+			t.Errorf("sample %s (%T) shares kind %s with %s", s.Name, s.Action, k, prev)
+		}
+		byKind[k] = reflect.TypeOf(s.Action).String()
+		back := fromproto.Action(toproto.Action(s.Action))
+		if back == nil || reflect.TypeOf(back) != reflect.TypeOf(s.Action) {
+			t.Errorf("sample %s (%T) decodes as %T: add kind %s to fromproto.Action", s.Name, s.Action, back, k)
+		}
+	}
+	for v, name := range pb.ActionKind_name {
+		if k := pb.ActionKind(v); k != pb.ActionKind_ACTION_UNKNOWN && byKind[k] == "" {
+			t.Errorf("wire kind %s has no flowtest sample", name)
+		}
 	}
 }

@@ -26,6 +26,108 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ActionKind numbers Action.kind: one per flow.Act* type. Adding one: see
+// the checklist in sdk/flow/doc.go.
+type ActionKind int32
+
+const (
+	ActionKind_ACTION_UNKNOWN      ActionKind = 0
+	ActionKind_ACTION_OUTPUT       ActionKind = 1 // port
+	ActionKind_ACTION_OUTPUT_FIELD ActionKind = 2 // field
+	ActionKind_ACTION_IN_PORT      ActionKind = 3
+	ActionKind_ACTION_CONTROLLER   ActionKind = 4  // max_len, userdata, reason, uint (meter)
+	ActionKind_ACTION_SET_FIELD    ActionKind = 5  // set_kind, value, mask
+	ActionKind_ACTION_LOAD         ActionKind = 6  // field, uint
+	ActionKind_ACTION_MOVE         ActionKind = 7  // move_from, move_to
+	ActionKind_ACTION_CT           ActionKind = 8  // ct
+	ActionKind_ACTION_GROUP        ActionKind = 9  // uint
+	ActionKind_ACTION_METER        ActionKind = 10 // uint
+	ActionKind_ACTION_DEC_TTL      ActionKind = 11
+	ActionKind_ACTION_PUSH_VLAN    ActionKind = 12 // uint (TPID)
+	ActionKind_ACTION_POP_VLAN     ActionKind = 13
+	ActionKind_ACTION_NORMAL       ActionKind = 14
+	ActionKind_ACTION_CONJUNCTION  ActionKind = 15 // uint (id), port (clause<<8 | clauses)
+	ActionKind_ACTION_CT_CLEAR     ActionKind = 16
+	ActionKind_ACTION_RESUBMIT     ActionKind = 17 // jump
+	ActionKind_ACTION_NOTE         ActionKind = 18 // value
+	ActionKind_ACTION_LEARN        ActionKind = 19 // learn
+)
+
+// Enum value maps for ActionKind.
+var (
+	ActionKind_name = map[int32]string{
+		0:  "ACTION_UNKNOWN",
+		1:  "ACTION_OUTPUT",
+		2:  "ACTION_OUTPUT_FIELD",
+		3:  "ACTION_IN_PORT",
+		4:  "ACTION_CONTROLLER",
+		5:  "ACTION_SET_FIELD",
+		6:  "ACTION_LOAD",
+		7:  "ACTION_MOVE",
+		8:  "ACTION_CT",
+		9:  "ACTION_GROUP",
+		10: "ACTION_METER",
+		11: "ACTION_DEC_TTL",
+		12: "ACTION_PUSH_VLAN",
+		13: "ACTION_POP_VLAN",
+		14: "ACTION_NORMAL",
+		15: "ACTION_CONJUNCTION",
+		16: "ACTION_CT_CLEAR",
+		17: "ACTION_RESUBMIT",
+		18: "ACTION_NOTE",
+		19: "ACTION_LEARN",
+	}
+	ActionKind_value = map[string]int32{
+		"ACTION_UNKNOWN":      0,
+		"ACTION_OUTPUT":       1,
+		"ACTION_OUTPUT_FIELD": 2,
+		"ACTION_IN_PORT":      3,
+		"ACTION_CONTROLLER":   4,
+		"ACTION_SET_FIELD":    5,
+		"ACTION_LOAD":         6,
+		"ACTION_MOVE":         7,
+		"ACTION_CT":           8,
+		"ACTION_GROUP":        9,
+		"ACTION_METER":        10,
+		"ACTION_DEC_TTL":      11,
+		"ACTION_PUSH_VLAN":    12,
+		"ACTION_POP_VLAN":     13,
+		"ACTION_NORMAL":       14,
+		"ACTION_CONJUNCTION":  15,
+		"ACTION_CT_CLEAR":     16,
+		"ACTION_RESUBMIT":     17,
+		"ACTION_NOTE":         18,
+		"ACTION_LEARN":        19,
+	}
+)
+
+func (x ActionKind) Enum() *ActionKind {
+	p := new(ActionKind)
+	*p = x
+	return p
+}
+
+func (x ActionKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ActionKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (ActionKind) Type() protoreflect.EnumType {
+	return &file_plugin_proto_enumTypes[0]
+}
+
+func (x ActionKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ActionKind.Descriptor instead.
+func (ActionKind) EnumDescriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{0}
+}
+
 type Empty struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1456,13 +1558,16 @@ func (x *Jump) GetTable() string {
 }
 
 type CT struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Commit        bool                   `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
-	Zone          uint32                 `protobuf:"varint,2,opt,name=zone,proto3" json:"zone,omitempty"`
-	Resume        *Jump                  `protobuf:"bytes,3,opt,name=resume,proto3" json:"resume,omitempty"`
-	Mark          uint32                 `protobuf:"varint,4,opt,name=mark,proto3" json:"mark,omitempty"`
-	MarkMask      uint32                 `protobuf:"varint,5,opt,name=mark_mask,json=markMask,proto3" json:"mark_mask,omitempty"`
-	Nat           bool                   `protobuf:"varint,6,opt,name=nat,proto3" json:"nat,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Commit   bool                   `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Zone     uint32                 `protobuf:"varint,2,opt,name=zone,proto3" json:"zone,omitempty"`
+	Resume   *Jump                  `protobuf:"bytes,3,opt,name=resume,proto3" json:"resume,omitempty"`
+	Mark     uint32                 `protobuf:"varint,4,opt,name=mark,proto3" json:"mark,omitempty"`
+	MarkMask uint32                 `protobuf:"varint,5,opt,name=mark_mask,json=markMask,proto3" json:"mark_mask,omitempty"`
+	// ---- flow vocabulary (issue 9) ----
+	Nat           *NAT   `protobuf:"bytes,20,opt,name=nat,proto3" json:"nat,omitempty"`
+	Label         []byte `protobuf:"bytes,21,opt,name=label,proto3" json:"label,omitempty"`                          // 16 bytes, big-endian
+	LabelMask     []byte `protobuf:"bytes,22,opt,name=label_mask,json=labelMask,proto3" json:"label_mask,omitempty"` // 16 bytes; empty: no ct_label set
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1532,32 +1637,411 @@ func (x *CT) GetMarkMask() uint32 {
 	return 0
 }
 
-func (x *CT) GetNat() bool {
+func (x *CT) GetNat() *NAT {
 	if x != nil {
 		return x.Nat
+	}
+	return nil
+}
+
+func (x *CT) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+func (x *CT) GetLabelMask() []byte {
+	if x != nil {
+		return x.LabelMask
+	}
+	return nil
+}
+
+// Operand is a register field (field) or bits of a header (header, a
+// flow.MatchKind; offset, width).
+type Operand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         *Field                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Header        uint32                 `protobuf:"varint,2,opt,name=header,proto3" json:"header,omitempty"`
+	Offset        uint32                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Width         uint32                 `protobuf:"varint,4,opt,name=width,proto3" json:"width,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Operand) Reset() {
+	*x = Operand{}
+	mi := &file_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operand) ProtoMessage() {}
+
+func (x *Operand) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operand.ProtoReflect.Descriptor instead.
+func (*Operand) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Operand) GetField() *Field {
+	if x != nil {
+		return x.Field
+	}
+	return nil
+}
+
+func (x *Operand) GetHeader() uint32 {
+	if x != nil {
+		return x.Header
+	}
+	return 0
+}
+
+func (x *Operand) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Operand) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+type NAT struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`                     // flow.NATKind
+	MinAddr       []byte                 `protobuf:"bytes,2,opt,name=min_addr,json=minAddr,proto3" json:"min_addr,omitempty"` // 4 or 16 bytes; empty: none
+	MaxAddr       []byte                 `protobuf:"bytes,3,opt,name=max_addr,json=maxAddr,proto3" json:"max_addr,omitempty"`
+	MinPort       uint32                 `protobuf:"varint,4,opt,name=min_port,json=minPort,proto3" json:"min_port,omitempty"`
+	MaxPort       uint32                 `protobuf:"varint,5,opt,name=max_port,json=maxPort,proto3" json:"max_port,omitempty"`
+	Persistent    bool                   `protobuf:"varint,6,opt,name=persistent,proto3" json:"persistent,omitempty"`
+	Selection     uint32                 `protobuf:"varint,7,opt,name=selection,proto3" json:"selection,omitempty"` // flow.NATSelection
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NAT) Reset() {
+	*x = NAT{}
+	mi := &file_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NAT) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NAT) ProtoMessage() {}
+
+func (x *NAT) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NAT.ProtoReflect.Descriptor instead.
+func (*NAT) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *NAT) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *NAT) GetMinAddr() []byte {
+	if x != nil {
+		return x.MinAddr
+	}
+	return nil
+}
+
+func (x *NAT) GetMaxAddr() []byte {
+	if x != nil {
+		return x.MaxAddr
+	}
+	return nil
+}
+
+func (x *NAT) GetMinPort() uint32 {
+	if x != nil {
+		return x.MinPort
+	}
+	return 0
+}
+
+func (x *NAT) GetMaxPort() uint32 {
+	if x != nil {
+		return x.MaxPort
+	}
+	return 0
+}
+
+func (x *NAT) GetPersistent() bool {
+	if x != nil {
+		return x.Persistent
 	}
 	return false
 }
 
-type Action struct {
+func (x *NAT) GetSelection() uint32 {
+	if x != nil {
+		return x.Selection
+	}
+	return 0
+}
+
+type LearnSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Port          uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
-	Field         *Field                 `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
-	From          *Field                 `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
-	SetKind       uint32                 `protobuf:"varint,5,opt,name=set_kind,json=setKind,proto3" json:"set_kind,omitempty"`
-	Value         []byte                 `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
-	Uint          uint64                 `protobuf:"varint,7,opt,name=uint,proto3" json:"uint,omitempty"`
-	MaxLen        uint32                 `protobuf:"varint,8,opt,name=max_len,json=maxLen,proto3" json:"max_len,omitempty"`
-	Userdata      []byte                 `protobuf:"bytes,9,opt,name=userdata,proto3" json:"userdata,omitempty"`
-	Ct            *CT                    `protobuf:"bytes,10,opt,name=ct,proto3" json:"ct,omitempty"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"` // flow.LearnKind
+	Dst           *Operand               `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src           *Operand               `protobuf:"bytes,3,opt,name=src,proto3" json:"src,omitempty"` // absent: value is an immediate
+	Value         uint64                 `protobuf:"varint,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LearnSpec) Reset() {
+	*x = LearnSpec{}
+	mi := &file_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LearnSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LearnSpec) ProtoMessage() {}
+
+func (x *LearnSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LearnSpec.ProtoReflect.Descriptor instead.
+func (*LearnSpec) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *LearnSpec) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *LearnSpec) GetDst() *Operand {
+	if x != nil {
+		return x.Dst
+	}
+	return nil
+}
+
+func (x *LearnSpec) GetSrc() *Operand {
+	if x != nil {
+		return x.Src
+	}
+	return nil
+}
+
+func (x *LearnSpec) GetValue() uint64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+type Learn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Priority      uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	IdleTimeout   uint32                 `protobuf:"varint,3,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	HardTimeout   uint32                 `protobuf:"varint,4,opt,name=hard_timeout,json=hardTimeout,proto3" json:"hard_timeout,omitempty"`
+	Specs         []*LearnSpec           `protobuf:"bytes,5,rep,name=specs,proto3" json:"specs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Learn) Reset() {
+	*x = Learn{}
+	mi := &file_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Learn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Learn) ProtoMessage() {}
+
+func (x *Learn) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Learn.ProtoReflect.Descriptor instead.
+func (*Learn) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Learn) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Learn) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Learn) GetIdleTimeout() uint32 {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return 0
+}
+
+func (x *Learn) GetHardTimeout() uint32 {
+	if x != nil {
+		return x.HardTimeout
+	}
+	return 0
+}
+
+func (x *Learn) GetSpecs() []*LearnSpec {
+	if x != nil {
+		return x.Specs
+	}
+	return nil
+}
+
+// Selection is a select group's selection method.
+type Selection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Method        uint32                 `protobuf:"varint,1,opt,name=method,proto3" json:"method,omitempty"`        // flow.SelectionMethod
+	Fields        []uint32               `protobuf:"varint,2,rep,packed,name=fields,proto3" json:"fields,omitempty"` // flow.MatchKind
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Selection) Reset() {
+	*x = Selection{}
+	mi := &file_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Selection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Selection) ProtoMessage() {}
+
+func (x *Selection) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Selection.ProtoReflect.Descriptor instead.
+func (*Selection) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Selection) GetMethod() uint32 {
+	if x != nil {
+		return x.Method
+	}
+	return 0
+}
+
+func (x *Selection) GetFields() []uint32 {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+type Action struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Kind     uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"` // ActionKind
+	Port     uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Field    *Field                 `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	SetKind  uint32                 `protobuf:"varint,5,opt,name=set_kind,json=setKind,proto3" json:"set_kind,omitempty"`
+	Value    []byte                 `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
+	Uint     uint64                 `protobuf:"varint,7,opt,name=uint,proto3" json:"uint,omitempty"`
+	MaxLen   uint32                 `protobuf:"varint,8,opt,name=max_len,json=maxLen,proto3" json:"max_len,omitempty"`
+	Userdata []byte                 `protobuf:"bytes,9,opt,name=userdata,proto3" json:"userdata,omitempty"`
+	Ct       *CT                    `protobuf:"bytes,10,opt,name=ct,proto3" json:"ct,omitempty"`
+	// ---- flow vocabulary (issue 9) ----
+	MoveFrom      *Operand `protobuf:"bytes,20,opt,name=move_from,json=moveFrom,proto3" json:"move_from,omitempty"`
+	MoveTo        *Operand `protobuf:"bytes,21,opt,name=move_to,json=moveTo,proto3" json:"move_to,omitempty"`
+	Mask          []byte   `protobuf:"bytes,22,opt,name=mask,proto3" json:"mask,omitempty"`      // set_field under a mask
+	Reason        uint32   `protobuf:"varint,23,opt,name=reason,proto3" json:"reason,omitempty"` // controller: flow.ControllerReason
+	Jump          *Jump    `protobuf:"bytes,24,opt,name=jump,proto3" json:"jump,omitempty"`      // resubmit
+	Learn         *Learn   `protobuf:"bytes,25,opt,name=learn,proto3" json:"learn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +2053,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +2066,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{24}
+	return file_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Action) GetKind() uint32 {
@@ -1602,13 +2086,6 @@ func (x *Action) GetPort() uint32 {
 func (x *Action) GetField() *Field {
 	if x != nil {
 		return x.Field
-	}
-	return nil
-}
-
-func (x *Action) GetFrom() *Field {
-	if x != nil {
-		return x.From
 	}
 	return nil
 }
@@ -1655,6 +2132,48 @@ func (x *Action) GetCt() *CT {
 	return nil
 }
 
+func (x *Action) GetMoveFrom() *Operand {
+	if x != nil {
+		return x.MoveFrom
+	}
+	return nil
+}
+
+func (x *Action) GetMoveTo() *Operand {
+	if x != nil {
+		return x.MoveTo
+	}
+	return nil
+}
+
+func (x *Action) GetMask() []byte {
+	if x != nil {
+		return x.Mask
+	}
+	return nil
+}
+
+func (x *Action) GetReason() uint32 {
+	if x != nil {
+		return x.Reason
+	}
+	return 0
+}
+
+func (x *Action) GetJump() *Jump {
+	if x != nil {
+		return x.Jump
+	}
+	return nil
+}
+
+func (x *Action) GetLearn() *Learn {
+	if x != nil {
+		return x.Learn
+	}
+	return nil
+}
+
 type Flow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -1672,7 +2191,7 @@ type Flow struct {
 
 func (x *Flow) Reset() {
 	*x = Flow{}
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +2203,7 @@ func (x *Flow) String() string {
 func (*Flow) ProtoMessage() {}
 
 func (x *Flow) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +2216,7 @@ func (x *Flow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flow.ProtoReflect.Descriptor instead.
 func (*Flow) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{25}
+	return file_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Flow) GetTable() string {
@@ -1774,7 +2293,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2305,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2318,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{26}
+	return file_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Bucket) GetWeight() uint32 {
@@ -1824,18 +2343,20 @@ func (x *Bucket) GetActions() []*Action {
 }
 
 type Group struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Type          uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
-	Buckets       []*Bucket              `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
-	Op            uint32                 `protobuf:"varint,4,opt,name=op,proto3" json:"op,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Type    uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
+	Buckets []*Bucket              `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	Op      uint32                 `protobuf:"varint,4,opt,name=op,proto3" json:"op,omitempty"`
+	// ---- flow vocabulary (issue 9) ----
+	Selection     *Selection `protobuf:"bytes,20,opt,name=selection,proto3" json:"selection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +2368,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +2381,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{27}
+	return file_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Group) GetId() uint32 {
@@ -1891,6 +2412,13 @@ func (x *Group) GetOp() uint32 {
 	return 0
 }
 
+func (x *Group) GetSelection() *Selection {
+	if x != nil {
+		return x.Selection
+	}
+	return nil
+}
+
 type MeterBand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rate          uint32                 `protobuf:"varint,1,opt,name=rate,proto3" json:"rate,omitempty"`
@@ -1901,7 +2429,7 @@ type MeterBand struct {
 
 func (x *MeterBand) Reset() {
 	*x = MeterBand{}
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2441,7 @@ func (x *MeterBand) String() string {
 func (*MeterBand) ProtoMessage() {}
 
 func (x *MeterBand) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2454,7 @@ func (x *MeterBand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterBand.ProtoReflect.Descriptor instead.
 func (*MeterBand) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{28}
+	return file_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MeterBand) GetRate() uint32 {
@@ -1955,7 +2483,7 @@ type Meter struct {
 
 func (x *Meter) Reset() {
 	*x = Meter{}
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2495,7 @@ func (x *Meter) String() string {
 func (*Meter) ProtoMessage() {}
 
 func (x *Meter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2508,7 @@ func (x *Meter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Meter.ProtoReflect.Descriptor instead.
 func (*Meter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{29}
+	return file_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Meter) GetId() uint32 {
@@ -2025,7 +2553,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2565,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2578,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{30}
+	return file_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Batch) GetFlows() []*Flow {
@@ -2087,7 +2615,7 @@ type RawBatch struct {
 
 func (x *RawBatch) Reset() {
 	*x = RawBatch{}
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2627,7 @@ func (x *RawBatch) String() string {
 func (*RawBatch) ProtoMessage() {}
 
 func (x *RawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2640,7 @@ func (x *RawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RawBatch.ProtoReflect.Descriptor instead.
 func (*RawBatch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{31}
+	return file_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RawBatch) GetBatch() []byte {
@@ -2130,7 +2658,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2670,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2683,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{32}
+	return file_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 type PortRequest struct {
@@ -2171,7 +2699,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2711,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2724,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{33}
+	return file_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PortRequest) GetName() string {
@@ -2243,7 +2771,7 @@ type PortName struct {
 
 func (x *PortName) Reset() {
 	*x = PortName{}
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2783,7 @@ func (x *PortName) String() string {
 func (*PortName) ProtoMessage() {}
 
 func (x *PortName) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2796,7 @@ func (x *PortName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortName.ProtoReflect.Descriptor instead.
 func (*PortName) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{34}
+	return file_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PortName) GetName() string {
@@ -2290,7 +2818,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2830,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2843,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{35}
+	return file_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Port) GetName() string {
@@ -2358,7 +2886,7 @@ type PacketOutRequest struct {
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2898,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2911,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{36}
+	return file_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -2530,26 +3058,63 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\rR\x05stage\x12\x1a\n" +
 	"\bpipeline\x18\x03 \x01(\rR\bpipeline\x12\x14\n" +
-	"\x05table\x18\x04 \x01(\tR\x05table\"\xa7\x01\n" +
+	"\x05table\x18\x04 \x01(\tR\x05table\"\xfd\x01\n" +
 	"\x02CT\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\bR\x06commit\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\rR\x04zone\x122\n" +
 	"\x06resume\x18\x03 \x01(\v2\x1a.switchyard.plugin.v1.JumpR\x06resume\x12\x12\n" +
 	"\x04mark\x18\x04 \x01(\rR\x04mark\x12\x1b\n" +
-	"\tmark_mask\x18\x05 \x01(\rR\bmarkMask\x12\x10\n" +
-	"\x03nat\x18\x06 \x01(\bR\x03nat\"\xb8\x02\n" +
+	"\tmark_mask\x18\x05 \x01(\rR\bmarkMask\x12+\n" +
+	"\x03nat\x18\x14 \x01(\v2\x19.switchyard.plugin.v1.NATR\x03nat\x12\x14\n" +
+	"\x05label\x18\x15 \x01(\fR\x05label\x12\x1d\n" +
+	"\n" +
+	"label_mask\x18\x16 \x01(\fR\tlabelMaskJ\x04\b\x06\x10\a\"\x82\x01\n" +
+	"\aOperand\x121\n" +
+	"\x05field\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FieldR\x05field\x12\x16\n" +
+	"\x06header\x18\x02 \x01(\rR\x06header\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\rR\x06offset\x12\x14\n" +
+	"\x05width\x18\x04 \x01(\rR\x05width\"\xc3\x01\n" +
+	"\x03NAT\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x19\n" +
+	"\bmin_addr\x18\x02 \x01(\fR\aminAddr\x12\x19\n" +
+	"\bmax_addr\x18\x03 \x01(\fR\amaxAddr\x12\x19\n" +
+	"\bmin_port\x18\x04 \x01(\rR\aminPort\x12\x19\n" +
+	"\bmax_port\x18\x05 \x01(\rR\amaxPort\x12\x1e\n" +
+	"\n" +
+	"persistent\x18\x06 \x01(\bR\n" +
+	"persistent\x12\x1c\n" +
+	"\tselection\x18\a \x01(\rR\tselection\"\x97\x01\n" +
+	"\tLearnSpec\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12/\n" +
+	"\x03dst\x18\x02 \x01(\v2\x1d.switchyard.plugin.v1.OperandR\x03dst\x12/\n" +
+	"\x03src\x18\x03 \x01(\v2\x1d.switchyard.plugin.v1.OperandR\x03src\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x04R\x05value\"\xb6\x01\n" +
+	"\x05Learn\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\rR\bpriority\x12!\n" +
+	"\fidle_timeout\x18\x03 \x01(\rR\vidleTimeout\x12!\n" +
+	"\fhard_timeout\x18\x04 \x01(\rR\vhardTimeout\x125\n" +
+	"\x05specs\x18\x05 \x03(\v2\x1f.switchyard.plugin.v1.LearnSpecR\x05specs\";\n" +
+	"\tSelection\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\rR\x06method\x12\x16\n" +
+	"\x06fields\x18\x02 \x03(\rR\x06fields\"\x90\x04\n" +
 	"\x06Action\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x121\n" +
-	"\x05field\x18\x03 \x01(\v2\x1b.switchyard.plugin.v1.FieldR\x05field\x12/\n" +
-	"\x04from\x18\x04 \x01(\v2\x1b.switchyard.plugin.v1.FieldR\x04from\x12\x19\n" +
+	"\x05field\x18\x03 \x01(\v2\x1b.switchyard.plugin.v1.FieldR\x05field\x12\x19\n" +
 	"\bset_kind\x18\x05 \x01(\rR\asetKind\x12\x14\n" +
 	"\x05value\x18\x06 \x01(\fR\x05value\x12\x12\n" +
 	"\x04uint\x18\a \x01(\x04R\x04uint\x12\x17\n" +
 	"\amax_len\x18\b \x01(\rR\x06maxLen\x12\x1a\n" +
 	"\buserdata\x18\t \x01(\fR\buserdata\x12(\n" +
 	"\x02ct\x18\n" +
-	" \x01(\v2\x18.switchyard.plugin.v1.CTR\x02ct\"\xc0\x02\n" +
+	" \x01(\v2\x18.switchyard.plugin.v1.CTR\x02ct\x12:\n" +
+	"\tmove_from\x18\x14 \x01(\v2\x1d.switchyard.plugin.v1.OperandR\bmoveFrom\x126\n" +
+	"\amove_to\x18\x15 \x01(\v2\x1d.switchyard.plugin.v1.OperandR\x06moveTo\x12\x12\n" +
+	"\x04mask\x18\x16 \x01(\fR\x04mask\x12\x16\n" +
+	"\x06reason\x18\x17 \x01(\rR\x06reason\x12.\n" +
+	"\x04jump\x18\x18 \x01(\v2\x1a.switchyard.plugin.v1.JumpR\x04jump\x121\n" +
+	"\x05learn\x18\x19 \x01(\v2\x1b.switchyard.plugin.v1.LearnR\x05learnJ\x04\b\x04\x10\x05\"\xc0\x02\n" +
 	"\x04Flow\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x126\n" +
@@ -2564,12 +3129,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06weight\x18\x01 \x01(\rR\x06weight\x12\x1d\n" +
 	"\n" +
 	"watch_port\x18\x02 \x01(\rR\twatchPort\x126\n" +
-	"\aactions\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\"s\n" +
+	"\aactions\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\"\xb2\x01\n" +
 	"\x05Group\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\rR\x04type\x126\n" +
 	"\abuckets\x18\x03 \x03(\v2\x1c.switchyard.plugin.v1.BucketR\abuckets\x12\x0e\n" +
-	"\x02op\x18\x04 \x01(\rR\x02op\"5\n" +
+	"\x02op\x18\x04 \x01(\rR\x02op\x12=\n" +
+	"\tselection\x18\x14 \x01(\v2\x1f.switchyard.plugin.v1.SelectionR\tselection\"5\n" +
 	"\tMeterBand\x12\x12\n" +
 	"\x04rate\x18\x01 \x01(\rR\x04rate\x12\x14\n" +
 	"\x05burst\x18\x02 \x01(\rR\x05burst\"r\n" +
@@ -2608,7 +3174,30 @@ const file_plugin_proto_rawDesc = "" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +
 	"\bresubmit\x18\x03 \x01(\bR\bresubmit\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data2\xef\x05\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data*\x99\x03\n" +
+	"\n" +
+	"ActionKind\x12\x12\n" +
+	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
+	"\rACTION_OUTPUT\x10\x01\x12\x17\n" +
+	"\x13ACTION_OUTPUT_FIELD\x10\x02\x12\x12\n" +
+	"\x0eACTION_IN_PORT\x10\x03\x12\x15\n" +
+	"\x11ACTION_CONTROLLER\x10\x04\x12\x14\n" +
+	"\x10ACTION_SET_FIELD\x10\x05\x12\x0f\n" +
+	"\vACTION_LOAD\x10\x06\x12\x0f\n" +
+	"\vACTION_MOVE\x10\a\x12\r\n" +
+	"\tACTION_CT\x10\b\x12\x10\n" +
+	"\fACTION_GROUP\x10\t\x12\x10\n" +
+	"\fACTION_METER\x10\n" +
+	"\x12\x12\n" +
+	"\x0eACTION_DEC_TTL\x10\v\x12\x14\n" +
+	"\x10ACTION_PUSH_VLAN\x10\f\x12\x13\n" +
+	"\x0fACTION_POP_VLAN\x10\r\x12\x11\n" +
+	"\rACTION_NORMAL\x10\x0e\x12\x16\n" +
+	"\x12ACTION_CONJUNCTION\x10\x0f\x12\x13\n" +
+	"\x0fACTION_CT_CLEAR\x10\x10\x12\x13\n" +
+	"\x0fACTION_RESUBMIT\x10\x11\x12\x0f\n" +
+	"\vACTION_NOTE\x10\x12\x12\x10\n" +
+	"\fACTION_LEARN\x10\x132\xef\x05\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -2642,117 +3231,133 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_plugin_proto_goTypes = []any{
-	(*Empty)(nil),                    // 0: switchyard.plugin.v1.Empty
-	(*DescribeRequest)(nil),          // 1: switchyard.plugin.v1.DescribeRequest
-	(*Field)(nil),                    // 2: switchyard.plugin.v1.Field
-	(*Table)(nil),                    // 3: switchyard.plugin.v1.Table
-	(*DescribeResponse)(nil),         // 4: switchyard.plugin.v1.DescribeResponse
-	(*Bits)(nil),                     // 5: switchyard.plugin.v1.Bits
-	(*Assignment)(nil),               // 6: switchyard.plugin.v1.Assignment
-	(*StartRequest)(nil),             // 7: switchyard.plugin.v1.StartRequest
-	(*StartResponse)(nil),            // 8: switchyard.plugin.v1.StartResponse
-	(*StopRequest)(nil),              // 9: switchyard.plugin.v1.StopRequest
-	(*StopResponse)(nil),             // 10: switchyard.plugin.v1.StopResponse
-	(*CNIRequest)(nil),               // 11: switchyard.plugin.v1.CNIRequest
-	(*IPConfig)(nil),                 // 12: switchyard.plugin.v1.IPConfig
-	(*Route)(nil),                    // 13: switchyard.plugin.v1.Route
-	(*PodInterface)(nil),             // 14: switchyard.plugin.v1.PodInterface
-	(*CNIAddResponse)(nil),           // 15: switchyard.plugin.v1.CNIAddResponse
-	(*PodInterfaceEventRequest)(nil), // 16: switchyard.plugin.v1.PodInterfaceEventRequest
-	(*PacketInRequest)(nil),          // 17: switchyard.plugin.v1.PacketInRequest
-	(*NodeInfo)(nil),                 // 18: switchyard.plugin.v1.NodeInfo
-	(*NodeEventRequest)(nil),         // 19: switchyard.plugin.v1.NodeEventRequest
-	(*Facts)(nil),                    // 20: switchyard.plugin.v1.Facts
-	(*MatchField)(nil),               // 21: switchyard.plugin.v1.MatchField
-	(*Jump)(nil),                     // 22: switchyard.plugin.v1.Jump
-	(*CT)(nil),                       // 23: switchyard.plugin.v1.CT
-	(*Action)(nil),                   // 24: switchyard.plugin.v1.Action
-	(*Flow)(nil),                     // 25: switchyard.plugin.v1.Flow
-	(*Bucket)(nil),                   // 26: switchyard.plugin.v1.Bucket
-	(*Group)(nil),                    // 27: switchyard.plugin.v1.Group
-	(*MeterBand)(nil),                // 28: switchyard.plugin.v1.MeterBand
-	(*Meter)(nil),                    // 29: switchyard.plugin.v1.Meter
-	(*Batch)(nil),                    // 30: switchyard.plugin.v1.Batch
-	(*RawBatch)(nil),                 // 31: switchyard.plugin.v1.RawBatch
-	(*ApplyResponse)(nil),            // 32: switchyard.plugin.v1.ApplyResponse
-	(*PortRequest)(nil),              // 33: switchyard.plugin.v1.PortRequest
-	(*PortName)(nil),                 // 34: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 35: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 36: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 37: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 38: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 39: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 40: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
+	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
+	(*DescribeRequest)(nil),          // 2: switchyard.plugin.v1.DescribeRequest
+	(*Field)(nil),                    // 3: switchyard.plugin.v1.Field
+	(*Table)(nil),                    // 4: switchyard.plugin.v1.Table
+	(*DescribeResponse)(nil),         // 5: switchyard.plugin.v1.DescribeResponse
+	(*Bits)(nil),                     // 6: switchyard.plugin.v1.Bits
+	(*Assignment)(nil),               // 7: switchyard.plugin.v1.Assignment
+	(*StartRequest)(nil),             // 8: switchyard.plugin.v1.StartRequest
+	(*StartResponse)(nil),            // 9: switchyard.plugin.v1.StartResponse
+	(*StopRequest)(nil),              // 10: switchyard.plugin.v1.StopRequest
+	(*StopResponse)(nil),             // 11: switchyard.plugin.v1.StopResponse
+	(*CNIRequest)(nil),               // 12: switchyard.plugin.v1.CNIRequest
+	(*IPConfig)(nil),                 // 13: switchyard.plugin.v1.IPConfig
+	(*Route)(nil),                    // 14: switchyard.plugin.v1.Route
+	(*PodInterface)(nil),             // 15: switchyard.plugin.v1.PodInterface
+	(*CNIAddResponse)(nil),           // 16: switchyard.plugin.v1.CNIAddResponse
+	(*PodInterfaceEventRequest)(nil), // 17: switchyard.plugin.v1.PodInterfaceEventRequest
+	(*PacketInRequest)(nil),          // 18: switchyard.plugin.v1.PacketInRequest
+	(*NodeInfo)(nil),                 // 19: switchyard.plugin.v1.NodeInfo
+	(*NodeEventRequest)(nil),         // 20: switchyard.plugin.v1.NodeEventRequest
+	(*Facts)(nil),                    // 21: switchyard.plugin.v1.Facts
+	(*MatchField)(nil),               // 22: switchyard.plugin.v1.MatchField
+	(*Jump)(nil),                     // 23: switchyard.plugin.v1.Jump
+	(*CT)(nil),                       // 24: switchyard.plugin.v1.CT
+	(*Operand)(nil),                  // 25: switchyard.plugin.v1.Operand
+	(*NAT)(nil),                      // 26: switchyard.plugin.v1.NAT
+	(*LearnSpec)(nil),                // 27: switchyard.plugin.v1.LearnSpec
+	(*Learn)(nil),                    // 28: switchyard.plugin.v1.Learn
+	(*Selection)(nil),                // 29: switchyard.plugin.v1.Selection
+	(*Action)(nil),                   // 30: switchyard.plugin.v1.Action
+	(*Flow)(nil),                     // 31: switchyard.plugin.v1.Flow
+	(*Bucket)(nil),                   // 32: switchyard.plugin.v1.Bucket
+	(*Group)(nil),                    // 33: switchyard.plugin.v1.Group
+	(*MeterBand)(nil),                // 34: switchyard.plugin.v1.MeterBand
+	(*Meter)(nil),                    // 35: switchyard.plugin.v1.Meter
+	(*Batch)(nil),                    // 36: switchyard.plugin.v1.Batch
+	(*RawBatch)(nil),                 // 37: switchyard.plugin.v1.RawBatch
+	(*ApplyResponse)(nil),            // 38: switchyard.plugin.v1.ApplyResponse
+	(*PortRequest)(nil),              // 39: switchyard.plugin.v1.PortRequest
+	(*PortName)(nil),                 // 40: switchyard.plugin.v1.PortName
+	(*Port)(nil),                     // 41: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 42: switchyard.plugin.v1.PacketOutRequest
+	nil,                              // 43: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 44: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 45: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 46: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
-	3,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
-	2,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	37, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	38, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	6,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
-	20, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	12, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	13, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	14, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	14, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	18, // 10: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	2,  // 11: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	22, // 12: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	2,  // 13: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	2,  // 14: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
-	23, // 15: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	21, // 16: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	24, // 17: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	22, // 18: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	24, // 19: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 20: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	28, // 21: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	25, // 22: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	27, // 23: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	29, // 24: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	39, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	40, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	24, // 27: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	5,  // 28: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	1,  // 29: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	7,  // 30: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	9,  // 31: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	11, // 32: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 33: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 34: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	16, // 35: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	17, // 36: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	19, // 37: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	31, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	33, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	34, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	34, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	36, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	0,  // 43: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	0,  // 44: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	4,  // 45: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	8,  // 46: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	10, // 47: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	15, // 48: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	0,  // 49: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	0,  // 50: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	0,  // 51: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	0,  // 52: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	0,  // 53: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	32, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	35, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	0,  // 56: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	35, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	0,  // 58: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	20, // 59: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	0,  // 60: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	45, // [45:61] is the sub-list for method output_type
-	29, // [29:45] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
+	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
+	43, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	44, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	7,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
+	21, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
+	13, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	14, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	15, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	15, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	19, // 10: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	3,  // 11: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	23, // 12: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	26, // 13: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
+	3,  // 14: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
+	25, // 15: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
+	25, // 16: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
+	27, // 17: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
+	3,  // 18: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	24, // 19: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	25, // 20: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
+	25, // 21: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
+	23, // 22: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
+	28, // 23: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
+	22, // 24: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	30, // 25: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	23, // 26: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	30, // 27: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	32, // 28: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	29, // 29: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
+	34, // 30: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	31, // 31: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	33, // 32: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	35, // 33: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	45, // 34: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	46, // 35: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	30, // 36: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	6,  // 37: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	2,  // 38: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 39: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 40: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 41: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 42: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 43: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	17, // 44: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	18, // 45: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	20, // 46: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	37, // 47: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	39, // 48: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	40, // 49: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	40, // 50: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	42, // 51: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 52: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 53: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	5,  // 54: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 55: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 56: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	16, // 57: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 58: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 59: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	1,  // 60: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 61: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 62: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	38, // 63: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	41, // 64: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 65: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	41, // 66: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 67: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	21, // 68: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 69: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	54, // [54:70] is the sub-list for method output_type
+	38, // [38:54] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -2765,13 +3370,14 @@ func file_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   41,
+			NumEnums:      1,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_plugin_proto_goTypes,
 		DependencyIndexes: file_plugin_proto_depIdxs,
+		EnumInfos:         file_plugin_proto_enumTypes,
 		MessageInfos:      file_plugin_proto_msgTypes,
 	}.Build()
 	File_plugin_proto = out.File

@@ -1,0 +1,177 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+
+	"switchyard.dev/switchyard/host/agent"
+	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/flow/flowtest"
+)
+
+// vocabMatch gives a sample action the match its prerequisites need (the
+// switch refuses, e.g., a move into tcp_dst on a flow that is not TCP).
+func vocabMatch(name string) flow.Match {
+	m := flow.Match{}
+	switch {
+	case name == "set_ipv6_dst":
+		return m.IPv6()
+	case name == "pop_vlan":
+		return m.VlanVID(10)
+	case name == "move_reg_to_header" || name == "learn":
+		return m.TCP4()
+	case strings.HasPrefix(name, "ct") && name != "ct_clear", name == "move_header_to_reg", name == "conjunction", name == "dec_ttl":
+		return m.IPv4()
+	}
+	return m
+}
+
+// legacyActions and legacyMatch name what predates the vocabulary work and
+// prints differently from ovs-ofctl (see host/ofxlate's tests).
+var (
+	legacyActions = map[string]bool{"load": true, "move_reg": true, "output_field": true}
+	legacyMatch   = regexp.MustCompile(`^(tcp_src|tcp_dst|udp_src|udp_dst|dl_vlan)=`)
+)
+
+var dumpLine = regexp.MustCompile(`cookie=(0x[0-9a-f]+),.*?priority=\d+,?(\S*) actions=(\S+)`)
+
+type dumped struct{ match, actions string }
+
+// byCookie indexes dump-style lines (ours or ovs-ofctl's) by cookie.
+func byCookie(lines []string) map[string]dumped {
+	out := map[string]dumped{}
+	for _, l := range lines {
+		// Our text has ", " before the match; ovs-ofctl a bare ",".
+		l = strings.Replace(l, ", actions=", " actions=", 1)
+		if m := dumpLine.FindStringSubmatch(strings.Replace(l, ", ", ",", -1)); m != nil {
+			out[m[1]] = dumped{match: m[2], actions: m[3]}
+		}
+	}
+	return out
+}
+
+// TestVocabularyOnLiveSwitch installs every action type and every match
+// kind through the agent, one flow each, plus a select group with a hash
+// selection method and a resubmit bucket and kbps/pktps meters with
+// bursts; then compares ovs-ofctl dump-flows with the host's own text of
+// each flow: the actions exactly, and every match field's text as one of
+// the switch's match tokens.
+func TestVocabularyOnLiveSwitch(t *testing.T) {
+	n := newNode(t)
+	n.writeConfig()
+	cfg, err := config.Load(n.cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sw, db, err := agent.Connect(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	defer sw.Close()
+	a, err := agent.New(cfg, sw, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	if _, err := a.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: flowtest.Fields(), Tables: []sdk.Table{
+		{Name: "v.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
+		{Name: "v.next", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	b := flow.NewBatch().
+		AddMeter(flow.Meter{ID: 1, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 1000, Burst: 100}}}).
+		AddMeter(flow.Meter{ID: 2, Unit: flow.MeterKbps, Bands: []flow.MeterBand{{Rate: 20000, Burst: 4000}}}).
+		AddGroup(flow.Group{ID: 1, Type: flow.GroupSelect, Selection: &flow.Selection{Method: flow.SelectHash, Fields: []flow.MatchKind{flow.MatchIPv4Src, flow.MatchTCPSrc}},
+			Buckets: []flow.Bucket{{Weight: 10, Actions: []flow.Action{flow.LoadField(flowtest.Mark, 1), flow.Resubmit(flow.GotoTable("v.next"))}}, {Weight: 30, Actions: []flow.Action{flow.Output(11)}}}})
+	type item struct {
+		name   string
+		legacy bool
+	}
+	items := map[string]item{}
+	tag := uint32(0)
+	add := func(name string, legacy bool, f flow.Flow) {
+		tag++
+		f.Tag, f.Priority = tag, uint16(1000+tag)
+		b.AddFlows(f)
+		items[fmt.Sprintf("%#x", tag)] = item{name, legacy}
+	}
+	for _, s := range flowtest.Actions("v.next") {
+		add("action "+s.Name, legacyActions[s.Name], flow.Flow{Table: "v.class", Match: vocabMatch(s.Name), Actions: []flow.Action{s.Action}})
+	}
+	for _, s := range flowtest.Matches() {
+		add("match "+s.Name, false, flow.Flow{Table: "v.class", Match: s.Match})
+	}
+	if err := a.Apply(ctx, "local", b, cfg.Limits); err != nil {
+		t.Fatalf("the switch refused the vocabulary batch: %v", err)
+	}
+
+	// The plugin's cookie prefix is in the upper bits; index by tag.
+	tagOf := func(m map[string]dumped) map[string]dumped {
+		out := map[string]dumped{}
+		for c, d := range m {
+			var v uint64
+			fmt.Sscanf(c, "0x%x", &v)
+			out[fmt.Sprintf("%#x", uint32(v))] = d
+		}
+		return out
+	}
+	ours := tagOf(byCookie(a.Flows("local")))
+	dump := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int")
+	ovs := tagOf(byCookie(strings.Split(dump, "\n")))
+	for tg, it := range items {
+		o, ok1 := ours[tg]
+		s, ok2 := ovs[tg]
+		if !ok1 || !ok2 {
+			t.Errorf("%s: flow with tag %s missing (ours %v, switch %v)", it.name, tg, ok1, ok2)
+			continue
+		}
+		if !it.legacy && strings.HasPrefix(it.name, "action ") && o.actions != s.actions {
+			t.Errorf("%s:\n ours   actions=%s\n switch actions=%s", it.name, o.actions, s.actions)
+		}
+		tokens := map[string]bool{}
+		for _, tok := range strings.Split(s.match, ",") {
+			tokens[tok] = true
+		}
+		for _, tok := range strings.Split(o.match, ",") {
+			if tok == "" || legacyMatch.MatchString(tok) {
+				continue
+			}
+			// Register matches sharing a register merge on the switch.
+			if strings.HasPrefix(tok, "reg") && strings.Count(o.match, "reg0") > 1 {
+				continue
+			}
+			if !tokens[tok] {
+				t.Errorf("%s: our match field %q is not in the switch's match %q", it.name, tok, s.match)
+			}
+		}
+		t.Logf("%s: %s actions=%s", it.name, s.match, s.actions)
+	}
+
+	groups := n.sw.Ofctl(t, "dump-groups", "br-int")
+	for _, want := range []string{"type=select,selection_method=hash,fields(ip_src,tcp_src)", "weight:10,actions=set_field:", ",resubmit(,", "weight:30,actions=output:11"} {
+		if !strings.Contains(groups, want) {
+			t.Errorf("dump-groups lacks %q:\n%s", want, groups)
+		}
+	}
+	meters := n.sw.Ofctl(t, "dump-meters", "br-int")
+	for _, want := range []string{"pktps burst", "type=drop rate=1000 burst_size=100", "kbps burst", "type=drop rate=20000 burst_size=4000"} {
+		if !strings.Contains(meters, want) {
+			t.Errorf("dump-meters lacks %q:\n%s", want, meters)
+		}
+	}
+}
