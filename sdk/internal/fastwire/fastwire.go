@@ -29,6 +29,7 @@ const (
 	batchFlows, batchGroups, batchMeters = 1, 2, 3
 
 	flowTable, flowPriority, flowMatch, flowActions, flowGoto, flowTag, flowIdle, flowHard, flowOp = 1, 2, 3, 4, 5, 6, 7, 8, 9
+	flowTagMask                                                                                    = 20
 
 	mfKind, mfField, mfValue, mfMask = 1, 2, 3, 4
 
@@ -123,7 +124,7 @@ func (e *encoder) appendAction(b []byte, a *flow.Action) []byte {
 	return b
 }
 
-func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) []byte {
+func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind, tagMask uint32) []byte {
 	b = appendStringField(b, flowTable, f.Table)
 	b = appendVarintField(b, flowPriority, uint64(f.Priority))
 	for _, m := range f.Match.Fields() {
@@ -148,7 +149,8 @@ func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) []byte {
 	b = appendVarintField(b, flowTag, uint64(f.Tag))
 	b = appendVarintField(b, flowIdle, uint64(f.IdleTimeout))
 	b = appendVarintField(b, flowHard, uint64(f.HardTimeout))
-	return appendVarintField(b, flowOp, uint64(op))
+	b = appendVarintField(b, flowOp, uint64(op))
+	return appendVarintField(b, flowTagMask, uint64(tagMask))
 }
 
 // Append appends the encoded batch to b. The result is a serialized
@@ -158,7 +160,7 @@ func Append(b []byte, batch *flow.Batch) ([]byte, error) {
 	for _, o := range batch.Ops {
 		switch {
 		case o.Flow != nil:
-			fb := e.appendFlow(e.scratch[0][:0], o.Flow, o.Kind)
+			fb := e.appendFlow(e.scratch[0][:0], o.Flow, o.Kind, o.TagMask)
 			e.scratch[0] = fb
 			b = appendMessage(b, batchFlows, fb)
 		case o.Group != nil:
@@ -381,6 +383,7 @@ func carve(arena *[]byte, d []byte) []byte {
 type decodedFlow struct {
 	f          flow.Flow
 	op         flow.OpKind
+	tagMask    uint32
 	start, end int // match fields in the slab
 	aStart     int // actions in the action slab
 	aEnd       int
@@ -413,6 +416,8 @@ func decodeFlow(data []byte, sl *slabs) (decodedFlow, error) {
 				f.HardTimeout = uint16(small(v, 0xffff))
 			case flowOp:
 				out.op = flow.OpKind(small(v, 255))
+			case flowTagMask:
+				out.tagMask = uint32(small(v, 0xffffffff))
 			}
 			continue
 		}
@@ -516,7 +521,7 @@ func Decode(data []byte) (*flow.Batch, error) {
 		if f.aEnd > f.aStart {
 			f.f.Actions = sl.actions[f.aStart:f.aEnd:f.aEnd]
 		}
-		out.Ops = append(out.Ops, flow.Op{Kind: f.op, Flow: &f.f})
+		out.Ops = append(out.Ops, flow.Op{Kind: f.op, Flow: &f.f, TagMask: f.tagMask})
 	}
 	return out, nil
 }

@@ -47,7 +47,9 @@ func sample() *flow.Batch {
 			flow.Flow{Table: "e"},
 		).
 		ModifyFlows(flow.Flow{Table: "a", Priority: 5}).
-		DeleteFlows(flow.Flow{Table: "a", Priority: 5})
+		DeleteFlows(flow.Flow{Table: "a", Priority: 5}).
+		DeleteTagged("a", 0x1200, 0xff00).
+		DeleteTagged("", 7, 0xffffffff)
 }
 
 func texts(b *flow.Batch) []string {

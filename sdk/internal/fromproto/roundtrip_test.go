@@ -49,7 +49,9 @@ func sampleBatch() *flow.Batch {
 			flow.Flow{Table: "e", Match: icmp, Goto: flow.GotoStage(flow.StageOutput)},
 		).
 		ModifyFlows(flow.Flow{Table: "a", Priority: 5}).
-		DeleteFlows(flow.Flow{Table: "a", Priority: 5})
+		DeleteFlows(flow.Flow{Table: "a", Priority: 5}).
+		DeleteTagged("a", 0x1200, 0xff00).
+		DeleteTagged("", 7, 0xffffffff)
 }
 
 func batchText(b *flow.Batch) []string {

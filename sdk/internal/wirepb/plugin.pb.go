@@ -1024,13 +1024,16 @@ func (x *PodInterfaceEventRequest) GetInterface() *PodInterface {
 }
 
 type PacketInRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	TableId       uint32                 `protobuf:"varint,2,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
-	Tag           uint32                 `protobuf:"varint,3,opt,name=tag,proto3" json:"tag,omitempty"`
-	InPort        uint32                 `protobuf:"varint,4,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
-	Userdata      []byte                 `protobuf:"bytes,5,opt,name=userdata,proto3" json:"userdata,omitempty"`
-	Data          []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	TableId  uint32                 `protobuf:"varint,2,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Tag      uint32                 `protobuf:"varint,3,opt,name=tag,proto3" json:"tag,omitempty"`
+	InPort   uint32                 `protobuf:"varint,4,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
+	Userdata []byte                 `protobuf:"bytes,5,opt,name=userdata,proto3" json:"userdata,omitempty"`
+	Data     []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	// The packet's metadata at the controller action (read-back, ≥ 20).
+	Fields        []*FieldValue `protobuf:"bytes,20,rep,name=fields,proto3" json:"fields,omitempty"`
+	Ct            *CTInfo       `protobuf:"bytes,22,opt,name=ct,proto3" json:"ct,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1107,6 +1110,267 @@ func (x *PacketInRequest) GetData() []byte {
 	return nil
 }
 
+func (x *PacketInRequest) GetFields() []*FieldValue {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *PacketInRequest) GetCt() *CTInfo {
+	if x != nil {
+		return x.Ct
+	}
+	return nil
+}
+
+// FieldValue is a register field of the plugin (or a well-known one) with
+// the value the packet carried.
+type FieldValue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         *Field                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Value         uint32                 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldValue) Reset() {
+	*x = FieldValue{}
+	mi := &file_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldValue) ProtoMessage() {}
+
+func (x *FieldValue) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldValue.ProtoReflect.Descriptor instead.
+func (*FieldValue) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FieldValue) GetField() *Field {
+	if x != nil {
+		return x.Field
+	}
+	return nil
+}
+
+func (x *FieldValue) GetValue() uint32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+// CTInfo is the packet's connection-tracking state.
+type CTInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         uint32                 `protobuf:"varint,1,opt,name=state,proto3" json:"state,omitempty"`
+	Zone          uint32                 `protobuf:"varint,2,opt,name=zone,proto3" json:"zone,omitempty"`
+	Mark          uint32                 `protobuf:"varint,3,opt,name=mark,proto3" json:"mark,omitempty"`
+	Label         []byte                 `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"` // 16 bytes, big-endian
+	HasTuple      bool                   `protobuf:"varint,5,opt,name=has_tuple,json=hasTuple,proto3" json:"has_tuple,omitempty"`
+	NwSrc         string                 `protobuf:"bytes,6,opt,name=nw_src,json=nwSrc,proto3" json:"nw_src,omitempty"`
+	NwDst         string                 `protobuf:"bytes,7,opt,name=nw_dst,json=nwDst,proto3" json:"nw_dst,omitempty"`
+	NwProto       uint32                 `protobuf:"varint,8,opt,name=nw_proto,json=nwProto,proto3" json:"nw_proto,omitempty"`
+	TpSrc         uint32                 `protobuf:"varint,9,opt,name=tp_src,json=tpSrc,proto3" json:"tp_src,omitempty"`
+	TpDst         uint32                 `protobuf:"varint,10,opt,name=tp_dst,json=tpDst,proto3" json:"tp_dst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CTInfo) Reset() {
+	*x = CTInfo{}
+	mi := &file_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CTInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CTInfo) ProtoMessage() {}
+
+func (x *CTInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CTInfo.ProtoReflect.Descriptor instead.
+func (*CTInfo) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CTInfo) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *CTInfo) GetZone() uint32 {
+	if x != nil {
+		return x.Zone
+	}
+	return 0
+}
+
+func (x *CTInfo) GetMark() uint32 {
+	if x != nil {
+		return x.Mark
+	}
+	return 0
+}
+
+func (x *CTInfo) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+func (x *CTInfo) GetHasTuple() bool {
+	if x != nil {
+		return x.HasTuple
+	}
+	return false
+}
+
+func (x *CTInfo) GetNwSrc() string {
+	if x != nil {
+		return x.NwSrc
+	}
+	return ""
+}
+
+func (x *CTInfo) GetNwDst() string {
+	if x != nil {
+		return x.NwDst
+	}
+	return ""
+}
+
+func (x *CTInfo) GetNwProto() uint32 {
+	if x != nil {
+		return x.NwProto
+	}
+	return 0
+}
+
+func (x *CTInfo) GetTpSrc() uint32 {
+	if x != nil {
+		return x.TpSrc
+	}
+	return 0
+}
+
+func (x *CTInfo) GetTpDst() uint32 {
+	if x != nil {
+		return x.TpDst
+	}
+	return 0
+}
+
+type FlowRemovedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flow          *Flow                  `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
+	Reason        uint32                 `protobuf:"varint,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Packets       uint64                 `protobuf:"varint,3,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowRemovedRequest) Reset() {
+	*x = FlowRemovedRequest{}
+	mi := &file_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowRemovedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowRemovedRequest) ProtoMessage() {}
+
+func (x *FlowRemovedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowRemovedRequest.ProtoReflect.Descriptor instead.
+func (*FlowRemovedRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FlowRemovedRequest) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+func (x *FlowRemovedRequest) GetReason() uint32 {
+	if x != nil {
+		return x.Reason
+	}
+	return 0
+}
+
+func (x *FlowRemovedRequest) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *FlowRemovedRequest) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *FlowRemovedRequest) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
 type NodeInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1118,7 +1382,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1394,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1407,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{18}
+	return file_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeInfo) GetName() string {
@@ -1177,7 +1441,7 @@ type NodeEventRequest struct {
 
 func (x *NodeEventRequest) Reset() {
 	*x = NodeEventRequest{}
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1453,7 @@ func (x *NodeEventRequest) String() string {
 func (*NodeEventRequest) ProtoMessage() {}
 
 func (x *NodeEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1466,7 @@ func (x *NodeEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEventRequest.ProtoReflect.Descriptor instead.
 func (*NodeEventRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{19}
+	return file_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeEventRequest) GetKind() uint32 {
@@ -1235,7 +1499,7 @@ type Facts struct {
 
 func (x *Facts) Reset() {
 	*x = Facts{}
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1511,7 @@ func (x *Facts) String() string {
 func (*Facts) ProtoMessage() {}
 
 func (x *Facts) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1524,7 @@ func (x *Facts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Facts.ProtoReflect.Descriptor instead.
 func (*Facts) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{20}
+	return file_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Facts) GetName() string {
@@ -1331,7 +1595,7 @@ type MatchField struct {
 
 func (x *MatchField) Reset() {
 	*x = MatchField{}
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1607,7 @@ func (x *MatchField) String() string {
 func (*MatchField) ProtoMessage() {}
 
 func (x *MatchField) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1620,7 @@ func (x *MatchField) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MatchField.ProtoReflect.Descriptor instead.
 func (*MatchField) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{21}
+	return file_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MatchField) GetKind() uint32 {
@@ -1399,7 +1663,7 @@ type Jump struct {
 
 func (x *Jump) Reset() {
 	*x = Jump{}
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1675,7 @@ func (x *Jump) String() string {
 func (*Jump) ProtoMessage() {}
 
 func (x *Jump) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1688,7 @@ func (x *Jump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jump.ProtoReflect.Descriptor instead.
 func (*Jump) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{22}
+	return file_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Jump) GetKind() uint32 {
@@ -1469,7 +1733,7 @@ type CT struct {
 
 func (x *CT) Reset() {
 	*x = CT{}
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1745,7 @@ func (x *CT) String() string {
 func (*CT) ProtoMessage() {}
 
 func (x *CT) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1758,7 @@ func (x *CT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CT.ProtoReflect.Descriptor instead.
 func (*CT) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{23}
+	return file_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CT) GetCommit() bool {
@@ -1557,7 +1821,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1833,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1846,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{24}
+	return file_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Action) GetKind() uint32 {
@@ -1656,23 +1920,26 @@ func (x *Action) GetCt() *CT {
 }
 
 type Flow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	Priority      uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
-	Match         []*MatchField          `protobuf:"bytes,3,rep,name=match,proto3" json:"match,omitempty"`
-	Actions       []*Action              `protobuf:"bytes,4,rep,name=actions,proto3" json:"actions,omitempty"`
-	Goto          *Jump                  `protobuf:"bytes,5,opt,name=goto,proto3" json:"goto,omitempty"`
-	Tag           uint32                 `protobuf:"varint,6,opt,name=tag,proto3" json:"tag,omitempty"`
-	IdleTimeout   uint32                 `protobuf:"varint,7,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
-	HardTimeout   uint32                 `protobuf:"varint,8,opt,name=hard_timeout,json=hardTimeout,proto3" json:"hard_timeout,omitempty"`
-	Op            uint32                 `protobuf:"varint,9,opt,name=op,proto3" json:"op,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Table       string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Priority    uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	Match       []*MatchField          `protobuf:"bytes,3,rep,name=match,proto3" json:"match,omitempty"`
+	Actions     []*Action              `protobuf:"bytes,4,rep,name=actions,proto3" json:"actions,omitempty"`
+	Goto        *Jump                  `protobuf:"bytes,5,opt,name=goto,proto3" json:"goto,omitempty"`
+	Tag         uint32                 `protobuf:"varint,6,opt,name=tag,proto3" json:"tag,omitempty"`
+	IdleTimeout uint32                 `protobuf:"varint,7,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	HardTimeout uint32                 `protobuf:"varint,8,opt,name=hard_timeout,json=hardTimeout,proto3" json:"hard_timeout,omitempty"`
+	Op          uint32                 `protobuf:"varint,9,opt,name=op,proto3" json:"op,omitempty"`
+	// tag_mask is the mask of a delete-by-tag op (op 4): every flow of the
+	// plugin whose tag matches tag under tag_mask, in table if set.
+	TagMask       uint32 `protobuf:"varint,20,opt,name=tag_mask,json=tagMask,proto3" json:"tag_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Flow) Reset() {
 	*x = Flow{}
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1951,7 @@ func (x *Flow) String() string {
 func (*Flow) ProtoMessage() {}
 
 func (x *Flow) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1964,7 @@ func (x *Flow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flow.ProtoReflect.Descriptor instead.
 func (*Flow) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{25}
+	return file_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Flow) GetTable() string {
@@ -1763,6 +2030,13 @@ func (x *Flow) GetOp() uint32 {
 	return 0
 }
 
+func (x *Flow) GetTagMask() uint32 {
+	if x != nil {
+		return x.TagMask
+	}
+	return 0
+}
+
 type Bucket struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Weight        uint32                 `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
@@ -1774,7 +2048,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2060,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2073,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{26}
+	return file_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Bucket) GetWeight() uint32 {
@@ -1835,7 +2109,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +2121,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +2134,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{27}
+	return file_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Group) GetId() uint32 {
@@ -1901,7 +2175,7 @@ type MeterBand struct {
 
 func (x *MeterBand) Reset() {
 	*x = MeterBand{}
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2187,7 @@ func (x *MeterBand) String() string {
 func (*MeterBand) ProtoMessage() {}
 
 func (x *MeterBand) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2200,7 @@ func (x *MeterBand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterBand.ProtoReflect.Descriptor instead.
 func (*MeterBand) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{28}
+	return file_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MeterBand) GetRate() uint32 {
@@ -1955,7 +2229,7 @@ type Meter struct {
 
 func (x *Meter) Reset() {
 	*x = Meter{}
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2241,7 @@ func (x *Meter) String() string {
 func (*Meter) ProtoMessage() {}
 
 func (x *Meter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2254,7 @@ func (x *Meter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Meter.ProtoReflect.Descriptor instead.
 func (*Meter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{29}
+	return file_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Meter) GetId() uint32 {
@@ -2025,7 +2299,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2311,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2324,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{30}
+	return file_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Batch) GetFlows() []*Flow {
@@ -2087,7 +2361,7 @@ type RawBatch struct {
 
 func (x *RawBatch) Reset() {
 	*x = RawBatch{}
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2373,7 @@ func (x *RawBatch) String() string {
 func (*RawBatch) ProtoMessage() {}
 
 func (x *RawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2386,7 @@ func (x *RawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RawBatch.ProtoReflect.Descriptor instead.
 func (*RawBatch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{31}
+	return file_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RawBatch) GetBatch() []byte {
@@ -2130,7 +2404,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2416,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2429,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{32}
+	return file_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 type PortRequest struct {
@@ -2171,7 +2445,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2457,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2470,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{33}
+	return file_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PortRequest) GetName() string {
@@ -2243,7 +2517,7 @@ type PortName struct {
 
 func (x *PortName) Reset() {
 	*x = PortName{}
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2529,7 @@ func (x *PortName) String() string {
 func (*PortName) ProtoMessage() {}
 
 func (x *PortName) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2542,7 @@ func (x *PortName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortName.ProtoReflect.Descriptor instead.
 func (*PortName) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{34}
+	return file_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PortName) GetName() string {
@@ -2290,7 +2564,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2576,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2589,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{35}
+	return file_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Port) GetName() string {
@@ -2347,18 +2621,21 @@ func (x *Port) GetOwner() string {
 }
 
 type PacketOutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InPort        uint32                 `protobuf:"varint,1,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
-	Actions       []*Action              `protobuf:"bytes,2,rep,name=actions,proto3" json:"actions,omitempty"`
-	Resubmit      bool                   `protobuf:"varint,3,opt,name=resubmit,proto3" json:"resubmit,omitempty"`
-	Data          []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	InPort   uint32                 `protobuf:"varint,1,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
+	Actions  []*Action              `protobuf:"bytes,2,rep,name=actions,proto3" json:"actions,omitempty"`
+	Resubmit bool                   `protobuf:"varint,3,opt,name=resubmit,proto3" json:"resubmit,omitempty"`
+	Data     []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	// resume_table continues the packet in this table of the plugin after
+	// the actions (instead of table 0 with resubmit).
+	ResumeTable   string `protobuf:"bytes,20,opt,name=resume_table,json=resumeTable,proto3" json:"resume_table,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2647,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2660,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{36}
+	return file_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -2410,6 +2687,539 @@ func (x *PacketOutRequest) GetResubmit() bool {
 func (x *PacketOutRequest) GetData() []byte {
 	if x != nil {
 		return x.Data
+	}
+	return nil
+}
+
+func (x *PacketOutRequest) GetResumeTable() string {
+	if x != nil {
+		return x.ResumeTable
+	}
+	return ""
+}
+
+type FlowsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Tag           uint32                 `protobuf:"varint,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	TagMask       uint32                 `protobuf:"varint,3,opt,name=tag_mask,json=tagMask,proto3" json:"tag_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowsRequest) Reset() {
+	*x = FlowsRequest{}
+	mi := &file_plugin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowsRequest) ProtoMessage() {}
+
+func (x *FlowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowsRequest.ProtoReflect.Descriptor instead.
+func (*FlowsRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *FlowsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *FlowsRequest) GetTag() uint32 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+func (x *FlowsRequest) GetTagMask() uint32 {
+	if x != nil {
+		return x.TagMask
+	}
+	return 0
+}
+
+type FlowStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flow          *Flow                  `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
+	Packets       uint64                 `protobuf:"varint,2,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,4,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowStat) Reset() {
+	*x = FlowStat{}
+	mi := &file_plugin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowStat) ProtoMessage() {}
+
+func (x *FlowStat) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowStat.ProtoReflect.Descriptor instead.
+func (*FlowStat) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *FlowStat) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+func (x *FlowStat) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *FlowStat) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *FlowStat) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+type FlowsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flows         []*FlowStat            `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowsResponse) Reset() {
+	*x = FlowsResponse{}
+	mi := &file_plugin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowsResponse) ProtoMessage() {}
+
+func (x *FlowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowsResponse.ProtoReflect.Descriptor instead.
+func (*FlowsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *FlowsResponse) GetFlows() []*FlowStat {
+	if x != nil {
+		return x.Flows
+	}
+	return nil
+}
+
+// StatsRequest names plugin-local group or meter IDs; none means all of
+// the plugin's.
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []uint32               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_plugin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *StatsRequest) GetIds() []uint32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type Counter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Packets       uint64                 `protobuf:"varint,1,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Counter) Reset() {
+	*x = Counter{}
+	mi := &file_plugin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Counter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Counter) ProtoMessage() {}
+
+func (x *Counter) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Counter.ProtoReflect.Descriptor instead.
+func (*Counter) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Counter) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *Counter) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type GroupStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	RefCount      uint32                 `protobuf:"varint,2,opt,name=ref_count,json=refCount,proto3" json:"ref_count,omitempty"`
+	Packets       uint64                 `protobuf:"varint,3,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Buckets       []*Counter             `protobuf:"bytes,6,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStat) Reset() {
+	*x = GroupStat{}
+	mi := &file_plugin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStat) ProtoMessage() {}
+
+func (x *GroupStat) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStat.ProtoReflect.Descriptor instead.
+func (*GroupStat) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GroupStat) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GroupStat) GetRefCount() uint32 {
+	if x != nil {
+		return x.RefCount
+	}
+	return 0
+}
+
+func (x *GroupStat) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *GroupStat) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *GroupStat) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *GroupStat) GetBuckets() []*Counter {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+type GroupStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupStat           `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsResponse) Reset() {
+	*x = GroupStatsResponse{}
+	mi := &file_plugin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsResponse) ProtoMessage() {}
+
+func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
+func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GroupStatsResponse) GetGroups() []*GroupStat {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type MeterStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	FlowCount     uint32                 `protobuf:"varint,2,opt,name=flow_count,json=flowCount,proto3" json:"flow_count,omitempty"`
+	Packets       uint64                 `protobuf:"varint,3,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Bands         []*Counter             `protobuf:"bytes,6,rep,name=bands,proto3" json:"bands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeterStat) Reset() {
+	*x = MeterStat{}
+	mi := &file_plugin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeterStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeterStat) ProtoMessage() {}
+
+func (x *MeterStat) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeterStat.ProtoReflect.Descriptor instead.
+func (*MeterStat) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *MeterStat) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MeterStat) GetFlowCount() uint32 {
+	if x != nil {
+		return x.FlowCount
+	}
+	return 0
+}
+
+func (x *MeterStat) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *MeterStat) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *MeterStat) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *MeterStat) GetBands() []*Counter {
+	if x != nil {
+		return x.Bands
+	}
+	return nil
+}
+
+type MeterStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meters        []*MeterStat           `protobuf:"bytes,1,rep,name=meters,proto3" json:"meters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeterStatsResponse) Reset() {
+	*x = MeterStatsResponse{}
+	mi := &file_plugin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeterStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeterStatsResponse) ProtoMessage() {}
+
+func (x *MeterStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeterStatsResponse.ProtoReflect.Descriptor instead.
+func (*MeterStatsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *MeterStatsResponse) GetMeters() []*MeterStat {
+	if x != nil {
+		return x.Meters
 	}
 	return nil
 }
@@ -2494,14 +3304,39 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03mtu\x18\x04 \x01(\rR\x03mtu\"p\n" +
 	"\x18PodInterfaceEventRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12@\n" +
-	"\tinterface\x18\x02 \x01(\v2\".switchyard.plugin.v1.PodInterfaceR\tinterface\"\x9d\x01\n" +
+	"\tinterface\x18\x02 \x01(\v2\".switchyard.plugin.v1.PodInterfaceR\tinterface\"\x85\x02\n" +
 	"\x0fPacketInRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x19\n" +
 	"\btable_id\x18\x02 \x01(\rR\atableId\x12\x10\n" +
 	"\x03tag\x18\x03 \x01(\rR\x03tag\x12\x17\n" +
 	"\ain_port\x18\x04 \x01(\rR\x06inPort\x12\x1a\n" +
 	"\buserdata\x18\x05 \x01(\fR\buserdata\x12\x12\n" +
-	"\x04data\x18\x06 \x01(\fR\x04data\"V\n" +
+	"\x04data\x18\x06 \x01(\fR\x04data\x128\n" +
+	"\x06fields\x18\x14 \x03(\v2 .switchyard.plugin.v1.FieldValueR\x06fields\x12,\n" +
+	"\x02ct\x18\x16 \x01(\v2\x1c.switchyard.plugin.v1.CTInfoR\x02ct\"U\n" +
+	"\n" +
+	"FieldValue\x121\n" +
+	"\x05field\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FieldR\x05field\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value\"\xf0\x01\n" +
+	"\x06CTInfo\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\rR\x05state\x12\x12\n" +
+	"\x04zone\x18\x02 \x01(\rR\x04zone\x12\x12\n" +
+	"\x04mark\x18\x03 \x01(\rR\x04mark\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\fR\x05label\x12\x1b\n" +
+	"\thas_tuple\x18\x05 \x01(\bR\bhasTuple\x12\x15\n" +
+	"\x06nw_src\x18\x06 \x01(\tR\x05nwSrc\x12\x15\n" +
+	"\x06nw_dst\x18\a \x01(\tR\x05nwDst\x12\x19\n" +
+	"\bnw_proto\x18\b \x01(\rR\anwProto\x12\x15\n" +
+	"\x06tp_src\x18\t \x01(\rR\x05tpSrc\x12\x15\n" +
+	"\x06tp_dst\x18\n" +
+	" \x01(\rR\x05tpDst\"\xad\x01\n" +
+	"\x12FlowRemovedRequest\x12.\n" +
+	"\x04flow\x18\x01 \x01(\v2\x1a.switchyard.plugin.v1.FlowR\x04flow\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\rR\x06reason\x12\x18\n" +
+	"\apackets\x18\x03 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x04R\n" +
+	"durationNs\"V\n" +
 	"\bNodeInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\bnode_ips\x18\x02 \x03(\tR\anodeIps\x12\x1b\n" +
@@ -2549,7 +3384,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\amax_len\x18\b \x01(\rR\x06maxLen\x12\x1a\n" +
 	"\buserdata\x18\t \x01(\fR\buserdata\x12(\n" +
 	"\x02ct\x18\n" +
-	" \x01(\v2\x18.switchyard.plugin.v1.CTR\x02ct\"\xc0\x02\n" +
+	" \x01(\v2\x18.switchyard.plugin.v1.CTR\x02ct\"\xdb\x02\n" +
 	"\x04Flow\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x126\n" +
@@ -2559,7 +3394,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03tag\x18\x06 \x01(\rR\x03tag\x12!\n" +
 	"\fidle_timeout\x18\a \x01(\rR\vidleTimeout\x12!\n" +
 	"\fhard_timeout\x18\b \x01(\rR\vhardTimeout\x12\x0e\n" +
-	"\x02op\x18\t \x01(\rR\x02op\"w\n" +
+	"\x02op\x18\t \x01(\rR\x02op\x12\x19\n" +
+	"\btag_mask\x18\x14 \x01(\rR\atagMask\"w\n" +
 	"\x06Bucket\x12\x16\n" +
 	"\x06weight\x18\x01 \x01(\rR\x06weight\x12\x1d\n" +
 	"\n" +
@@ -2603,12 +3439,51 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06ofport\x18\x02 \x01(\rR\x06ofport\x12\x10\n" +
 	"\x03mac\x18\x03 \x01(\fR\x03mac\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x93\x01\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\xb6\x01\n" +
 	"\x10PacketOutRequest\x12\x17\n" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +
 	"\bresubmit\x18\x03 \x01(\bR\bresubmit\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data2\xef\x05\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12!\n" +
+	"\fresume_table\x18\x14 \x01(\tR\vresumeTable\"Q\n" +
+	"\fFlowsRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\rR\x03tag\x12\x19\n" +
+	"\btag_mask\x18\x03 \x01(\rR\atagMask\"\x8b\x01\n" +
+	"\bFlowStat\x12.\n" +
+	"\x04flow\x18\x01 \x01(\v2\x1a.switchyard.plugin.v1.FlowR\x04flow\x12\x18\n" +
+	"\apackets\x18\x02 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x04 \x01(\x04R\n" +
+	"durationNs\"E\n" +
+	"\rFlowsResponse\x124\n" +
+	"\x05flows\x18\x01 \x03(\v2\x1e.switchyard.plugin.v1.FlowStatR\x05flows\" \n" +
+	"\fStatsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"9\n" +
+	"\aCounter\x12\x18\n" +
+	"\apackets\x18\x01 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc2\x01\n" +
+	"\tGroupStat\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1b\n" +
+	"\tref_count\x18\x02 \x01(\rR\brefCount\x12\x18\n" +
+	"\apackets\x18\x03 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x04R\n" +
+	"durationNs\x127\n" +
+	"\abuckets\x18\x06 \x03(\v2\x1d.switchyard.plugin.v1.CounterR\abuckets\"M\n" +
+	"\x12GroupStatsResponse\x127\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1f.switchyard.plugin.v1.GroupStatR\x06groups\"\xc0\x01\n" +
+	"\tMeterStat\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1d\n" +
+	"\n" +
+	"flow_count\x18\x02 \x01(\rR\tflowCount\x12\x18\n" +
+	"\apackets\x18\x03 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x04R\n" +
+	"durationNs\x123\n" +
+	"\x05bands\x18\x06 \x03(\v2\x1d.switchyard.plugin.v1.CounterR\x05bands\"M\n" +
+	"\x12MeterStatsResponse\x127\n" +
+	"\x06meters\x18\x01 \x03(\v2\x1f.switchyard.plugin.v1.MeterStatR\x06meters2\xc5\x06\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -2618,7 +3493,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\bCNICheck\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12`\n" +
 	"\x11PodInterfaceEvent\x12..switchyard.plugin.v1.PodInterfaceEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12N\n" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
-	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x90\x04\n" +
+	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
+	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x9a\x06\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -2628,7 +3504,12 @@ const file_plugin_proto_rawDesc = "" +
 	"\aGetPort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1a.switchyard.plugin.v1.Port\x12P\n" +
 	"\tPacketOut\x12&.switchyard.plugin.v1.PacketOutRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12E\n" +
 	"\tNodeFacts\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Facts\x12B\n" +
-	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.EmptyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
+	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
+	"\x05Flows\x12\".switchyard.plugin.v1.FlowsRequest\x1a#.switchyard.plugin.v1.FlowsResponse\x12Z\n" +
+	"\n" +
+	"GroupStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.GroupStatsResponse\x12Z\n" +
+	"\n" +
+	"MeterStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.MeterStatsResponseB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -2642,7 +3523,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_plugin_proto_goTypes = []any{
 	(*Empty)(nil),                    // 0: switchyard.plugin.v1.Empty
 	(*DescribeRequest)(nil),          // 1: switchyard.plugin.v1.DescribeRequest
@@ -2662,97 +3543,127 @@ var file_plugin_proto_goTypes = []any{
 	(*CNIAddResponse)(nil),           // 15: switchyard.plugin.v1.CNIAddResponse
 	(*PodInterfaceEventRequest)(nil), // 16: switchyard.plugin.v1.PodInterfaceEventRequest
 	(*PacketInRequest)(nil),          // 17: switchyard.plugin.v1.PacketInRequest
-	(*NodeInfo)(nil),                 // 18: switchyard.plugin.v1.NodeInfo
-	(*NodeEventRequest)(nil),         // 19: switchyard.plugin.v1.NodeEventRequest
-	(*Facts)(nil),                    // 20: switchyard.plugin.v1.Facts
-	(*MatchField)(nil),               // 21: switchyard.plugin.v1.MatchField
-	(*Jump)(nil),                     // 22: switchyard.plugin.v1.Jump
-	(*CT)(nil),                       // 23: switchyard.plugin.v1.CT
-	(*Action)(nil),                   // 24: switchyard.plugin.v1.Action
-	(*Flow)(nil),                     // 25: switchyard.plugin.v1.Flow
-	(*Bucket)(nil),                   // 26: switchyard.plugin.v1.Bucket
-	(*Group)(nil),                    // 27: switchyard.plugin.v1.Group
-	(*MeterBand)(nil),                // 28: switchyard.plugin.v1.MeterBand
-	(*Meter)(nil),                    // 29: switchyard.plugin.v1.Meter
-	(*Batch)(nil),                    // 30: switchyard.plugin.v1.Batch
-	(*RawBatch)(nil),                 // 31: switchyard.plugin.v1.RawBatch
-	(*ApplyResponse)(nil),            // 32: switchyard.plugin.v1.ApplyResponse
-	(*PortRequest)(nil),              // 33: switchyard.plugin.v1.PortRequest
-	(*PortName)(nil),                 // 34: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 35: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 36: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 37: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 38: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 39: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 40: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*FieldValue)(nil),               // 18: switchyard.plugin.v1.FieldValue
+	(*CTInfo)(nil),                   // 19: switchyard.plugin.v1.CTInfo
+	(*FlowRemovedRequest)(nil),       // 20: switchyard.plugin.v1.FlowRemovedRequest
+	(*NodeInfo)(nil),                 // 21: switchyard.plugin.v1.NodeInfo
+	(*NodeEventRequest)(nil),         // 22: switchyard.plugin.v1.NodeEventRequest
+	(*Facts)(nil),                    // 23: switchyard.plugin.v1.Facts
+	(*MatchField)(nil),               // 24: switchyard.plugin.v1.MatchField
+	(*Jump)(nil),                     // 25: switchyard.plugin.v1.Jump
+	(*CT)(nil),                       // 26: switchyard.plugin.v1.CT
+	(*Action)(nil),                   // 27: switchyard.plugin.v1.Action
+	(*Flow)(nil),                     // 28: switchyard.plugin.v1.Flow
+	(*Bucket)(nil),                   // 29: switchyard.plugin.v1.Bucket
+	(*Group)(nil),                    // 30: switchyard.plugin.v1.Group
+	(*MeterBand)(nil),                // 31: switchyard.plugin.v1.MeterBand
+	(*Meter)(nil),                    // 32: switchyard.plugin.v1.Meter
+	(*Batch)(nil),                    // 33: switchyard.plugin.v1.Batch
+	(*RawBatch)(nil),                 // 34: switchyard.plugin.v1.RawBatch
+	(*ApplyResponse)(nil),            // 35: switchyard.plugin.v1.ApplyResponse
+	(*PortRequest)(nil),              // 36: switchyard.plugin.v1.PortRequest
+	(*PortName)(nil),                 // 37: switchyard.plugin.v1.PortName
+	(*Port)(nil),                     // 38: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 39: switchyard.plugin.v1.PacketOutRequest
+	(*FlowsRequest)(nil),             // 40: switchyard.plugin.v1.FlowsRequest
+	(*FlowStat)(nil),                 // 41: switchyard.plugin.v1.FlowStat
+	(*FlowsResponse)(nil),            // 42: switchyard.plugin.v1.FlowsResponse
+	(*StatsRequest)(nil),             // 43: switchyard.plugin.v1.StatsRequest
+	(*Counter)(nil),                  // 44: switchyard.plugin.v1.Counter
+	(*GroupStat)(nil),                // 45: switchyard.plugin.v1.GroupStat
+	(*GroupStatsResponse)(nil),       // 46: switchyard.plugin.v1.GroupStatsResponse
+	(*MeterStat)(nil),                // 47: switchyard.plugin.v1.MeterStat
+	(*MeterStatsResponse)(nil),       // 48: switchyard.plugin.v1.MeterStatsResponse
+	nil,                              // 49: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 50: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 51: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 52: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	3,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	2,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	37, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	38, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	49, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	50, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
 	6,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
-	20, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
+	23, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	12, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
 	13, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
 	14, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
 	14, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	18, // 10: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	2,  // 11: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	22, // 12: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	2,  // 13: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	2,  // 14: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
-	23, // 15: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	21, // 16: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	24, // 17: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	22, // 18: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	24, // 19: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 20: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	28, // 21: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	25, // 22: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	27, // 23: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	29, // 24: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	39, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	40, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	24, // 27: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	5,  // 28: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	1,  // 29: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	7,  // 30: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	9,  // 31: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	11, // 32: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 33: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 34: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	16, // 35: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	17, // 36: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	19, // 37: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	31, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	33, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	34, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	34, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	36, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	0,  // 43: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	0,  // 44: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	4,  // 45: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	8,  // 46: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	10, // 47: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	15, // 48: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	0,  // 49: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	0,  // 50: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	0,  // 51: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	0,  // 52: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	0,  // 53: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	32, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	35, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	0,  // 56: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	35, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	0,  // 58: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	20, // 59: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	0,  // 60: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	45, // [45:61] is the sub-list for method output_type
-	29, // [29:45] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	18, // 10: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
+	19, // 11: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
+	2,  // 12: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
+	28, // 13: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
+	21, // 14: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	2,  // 15: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	25, // 16: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	2,  // 17: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	2,  // 18: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
+	26, // 19: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	24, // 20: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	27, // 21: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	25, // 22: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	27, // 23: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	29, // 24: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	31, // 25: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	28, // 26: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	30, // 27: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	32, // 28: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	51, // 29: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	52, // 30: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	27, // 31: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	28, // 32: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	41, // 33: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	44, // 34: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	45, // 35: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	44, // 36: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	47, // 37: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	5,  // 38: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	1,  // 39: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	7,  // 40: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	9,  // 41: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	11, // 42: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 43: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 44: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	16, // 45: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	17, // 46: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	22, // 47: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	20, // 48: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	34, // 49: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	36, // 50: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	37, // 51: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	37, // 52: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	39, // 53: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	0,  // 54: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	0,  // 55: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	40, // 56: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	43, // 57: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	43, // 58: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	4,  // 59: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	8,  // 60: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	10, // 61: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	15, // 62: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	0,  // 63: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	0,  // 64: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	0,  // 65: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	0,  // 66: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	0,  // 67: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	0,  // 68: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	35, // 69: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	38, // 70: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	0,  // 71: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	38, // 72: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	0,  // 73: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	23, // 74: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	0,  // 75: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	42, // 76: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	46, // 77: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	48, // 78: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	59, // [59:79] is the sub-list for method output_type
+	39, // [39:59] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -2766,7 +3677,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
