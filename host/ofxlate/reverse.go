@@ -201,7 +201,13 @@ func (r *Reverse) FromActions(as []openflow.Action) ([]flow.Action, error) {
 		case openflow.Conjunction:
 			a = flow.Conjunction(x.ID, x.Clause, x.NClauses)
 		case openflow.Controller:
-			a = flow.Controller(x.MaxLen, x.Userdata)
+			// The codec leaves max_len out when it is the whole packet, and
+			// reads an absent one back as 0.
+			maxLen := x.MaxLen
+			if maxLen == 0 {
+				maxLen = 0xffff
+			}
+			a = flow.Controller(maxLen, x.Userdata)
 		case openflow.SetField:
 			a, err = r.setField(x)
 		case openflow.Move:

@@ -127,7 +127,7 @@ func TestReverseRoundTrip(t *testing.T) {
 		{Table: "route", Priority: 200, Tag: 0xffffffff, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []flow.Action{flow.Conjunction(9, 1, 2)}},
 		{Table: "route", Priority: 200, Match: flow.Match{}.IPv4().ConjID(9), Goto: flow.GotoStage(flow.StageOutput)},
 		{Table: "route", Priority: 5, Match: flow.Match{}.ARP().ARPTpa(netip.MustParseAddr("10.0.0.1")).VlanVID(7),
-			Actions: []flow.Action{flow.SetARPOp(2), flow.SetARPSha(mac), flow.SetARPSpa(netip.MustParseAddr("10.0.0.1")), flow.OutputInPort(), flow.Controller(128, []byte("hi")), flow.ApplyGroup(3), flow.ApplyMeter(4), flow.Normal(), flow.PushVLAN(0x8100), flow.PopVLAN(), flow.SetTunID(5), flow.SetTunDst(netip.MustParseAddr("192.168.0.2")), flow.Output(4)}},
+			Actions: []flow.Action{flow.SetARPOp(2), flow.SetARPSha(mac), flow.SetARPSpa(netip.MustParseAddr("10.0.0.1")), flow.OutputInPort(), flow.Controller(128, []byte("hi")), flow.Controller(0xffff, nil), flow.ApplyGroup(3), flow.ApplyMeter(4), flow.Normal(), flow.PushVLAN(0x8100), flow.PopVLAN(), flow.SetTunID(5), flow.SetTunDst(netip.MustParseAddr("192.168.0.2")), flow.Output(4)}},
 	}
 	fields := flow.WellKnownBits()
 	for n, b := range p.Bits {
