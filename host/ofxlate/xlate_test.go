@@ -2,9 +2,9 @@ package ofxlate
 
 import (
 	"errors"
-	"strings"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
