@@ -488,14 +488,51 @@ func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.C
 			problems = append(problems, fmt.Sprintf("IPAM no longer holds %s for this pod", ip))
 		}
 	}
-	for _, f := range flows.PodFlows(p.gw, endpoint(rec)) {
+	want := flows.PodFlows(p.gw, endpoint(rec))
+	for _, f := range want {
 		if err := f.Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("flow %s is invalid: %v", f.String(), err))
 		}
 	}
+	problems = append(problems, p.checkFlowsOnSwitch(ctx, rec.OFPort, want)...)
 	if len(problems) > 0 {
 		return cnierr.New(cnierr.CheckFailed, fmt.Sprintf("pod %s/%s is not wired correctly: %s", a.PodNamespace, a.PodName, strings.Join(problems, "; ")),
 			"DEL and ADD the sandbox again to repair it")
 	}
 	return nil
+}
+
+// checkFlowsOnSwitch reads the pod's flows back from the switch (they
+// carry the pod's ofport as their tag) and names every wanted flow that
+// is missing or holds other actions. Jumps are not compared: the switch
+// holds them resolved to a table, the plugin writes them by stage.
+func (p *Podnet) checkFlowsOnSwitch(ctx context.Context, tag uint32, want []flow.Flow) []string {
+	got, err := p.host.Flows(ctx, sdk.FlowFilter{Tag: tag, TagMask: ^uint32(0)})
+	if err != nil {
+		return []string{fmt.Sprintf("cannot read the pod's flows back from the switch: %v", err)}
+	}
+	have := make(map[flow.Key]flow.Flow, len(got))
+	for _, s := range got {
+		have[s.Flow.Key()] = s.Flow
+	}
+	var problems []string
+	for _, f := range want {
+		g, ok := have[f.Key()]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("flow %s is not on the switch", f.String()))
+			continue
+		}
+		if a, b := actionsText(f.Actions), actionsText(g.Actions); a != b {
+			problems = append(problems, fmt.Sprintf("flow %s holds actions %s on the switch, want %s", f.Key(), b, a))
+		}
+	}
+	return problems
+}
+
+func actionsText(as []flow.Action) string {
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = a.String()
+	}
+	return strings.Join(parts, ",")
 }
