@@ -371,7 +371,7 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	undo = append(undo, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if e := p.host.Apply(ctx, flow.NewBatch().DeleteFlows(podFlows...)); e != nil {
+		if e := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", port.OFPort, ^uint32(0))); e != nil {
 			log.Error("rollback: deleting flows", "error", e)
 		}
 	})
@@ -429,8 +429,10 @@ func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 	if perr == nil && rec.OFPort == 0 {
 		rec.OFPort = port.OFPort
 	}
-	if rec.OFPort != 0 && len(rec.IPs) > 0 {
-		if err := p.host.Apply(ctx, flow.NewBatch().DeleteFlows(flows.PodFlows(p.gw, endpoint(rec))...)); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+	if rec.OFPort != 0 {
+		// Every flow of the pod carries its ofport as the tag: delete them
+		// by tag, whatever they were computed from when the pod was added.
+		if err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", rec.OFPort, ^uint32(0))); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("deleting flows: %w", err))
 		}
 	}
