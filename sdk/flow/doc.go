@@ -8,7 +8,8 @@
 // stay valid when another plugin is loaded later and the layout grows.
 //
 // Where to start: Flow (flow.go), Match (match.go), the action constructors
-// (action.go), Batch (batch.go). Every Flow, Group and Meter has one canonical
+// (action.go), Batch (batch.go; DeleteTagged removes a plugin's flows by
+// tag). Every Flow, Group and Meter has one canonical
 // text form (String), close to what `ovs-ofctl dump-flows` prints, used in
 // logs, errors and test expectations.
 package flow
