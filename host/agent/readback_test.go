@@ -162,3 +162,58 @@ func TestPacketInMeta(t *testing.T) {
 		t.Errorf("ct %+v tuple %+v", ct, ct.Tuple)
 	}
 }
+
+// TestResumeTable: a packet-out may resume at the plugin's own or an
+// exported table; another plugin's private table is refused, named.
+func TestResumeTable(t *testing.T) {
+	a, _, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "b", tOut, tRoute)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if id, err := a.resumeTableLocked("b", "a.val"); err != nil || id != 30 {
+		t.Errorf("exported table: %d, %v", id, err)
+	}
+	if _, err := a.resumeTableLocked("a", "b.out"); !errors.Is(err, sdk.ErrNotOwner) || !strings.Contains(err.Error(), `plugin "a"`) || !strings.Contains(err.Error(), `"b.out"`) {
+		t.Errorf("private table: %v", err)
+	}
+	if _, err := a.resumeTableLocked("a", "x"); !errors.Is(err, sdk.ErrUnknownTable) {
+		t.Errorf("unknown table: %v", err)
+	}
+}
+
+// TestFlowRemovedForgets: a timed-out flow leaves the store; a removal
+// whose cookie no longer matches (the flow was re-added by a newer round)
+// and a removal by delete leave it alone.
+func TestFlowRemovedForgets(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	mark := flow.FieldPacketSource
+	f := flow.Flow{Table: "a.val", Priority: 10, IdleTimeout: 5, Match: flow.Match{}.InPort(1).Field(mark, 1), Tag: 3}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(f), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	r, _ := a.arb.Resolve("a", &f)
+	a.mu.Unlock()
+	of, err := ofxlate.Flow(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if of.Flags&openflow.FlagSendFlowRem == 0 {
+		t.Errorf("a flow with a timeout does not ask for FLOW_REMOVED: %s", of.String())
+	}
+	n := len(a.Flows("a"))
+	stale := of
+	stale.Cookie++
+	a.flowRemoved(ctx, &openflow.FlowRemoved{Reason: openflow.RemovedIdleTimeout, Flow: stale})
+	a.flowRemoved(ctx, &openflow.FlowRemoved{Reason: openflow.RemovedDelete, Flow: of})
+	if got := len(a.Flows("a")); got != n {
+		t.Fatalf("store dropped a flow on a stale or delete removal: %d -> %d", n, got)
+	}
+	a.flowRemoved(ctx, &openflow.FlowRemoved{Reason: openflow.RemovedIdleTimeout, Flow: of})
+	if got := len(a.Flows("a")); got != n-1 {
+		t.Errorf("store holds %d flows after the timeout, want %d", got, n-1)
+	}
+}
