@@ -196,7 +196,7 @@ func (c *Conn) install(s *session, reconnect bool) {
 }
 
 func (c *Conn) emit(ev Event) {
-	if ev.Kind == EventPacketIn || ev.Kind == EventPortStatus {
+	if ev.Kind == EventPacketIn || ev.Kind == EventPortStatus || ev.Kind == EventFlowRemoved {
 		// Called from the reader goroutine: never block it.
 		select {
 		case c.events <- ev:
