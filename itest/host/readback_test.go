@@ -173,6 +173,10 @@ func TestSDKReadBackOverPluginProcess(t *testing.T) {
 		Fields         map[string]uint32
 		PacketOutError string
 		RefusedResume  string `json:"refusedResumeError"`
+		CTState        uint32
+		CTZone         uint16
+		CTSrc, CTDst   string
+		CTProto        uint8
 	}
 	var pins []pin
 	if err := testenv.Eventually("gamma got packet-ins", 10*time.Second, 50*time.Millisecond, func() error {
@@ -187,8 +191,12 @@ func TestSDKReadBackOverPluginProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	p0 := pins[0]
-	if p0.Table != "gamma.class" || p0.Tag != 0x200 || p0.InPort != a.ofport || p0.Fields["gamma.mark"] != 0x5a || p0.PacketOutError != "" {
-		t.Errorf("packet-in = %+v; want table gamma.class, tag 0x200, in_port %d, gamma.mark 0x5a, packet-out accepted", p0, a.ofport)
+	if p0.Table != "gamma.punt" || p0.Tag != 0x200 || p0.InPort != a.ofport || p0.Fields["gamma.mark"] != 0x5a || p0.PacketOutError != "" {
+		t.Errorf("packet-in = %+v; want table gamma.punt, tag 0x200, in_port %d, gamma.mark 0x5a, packet-out accepted", p0, a.ofport)
+	}
+	// ct_state +trk (0x20) +new (0x1), zone 5, the ICMP tuple.
+	if p0.CTState&0x21 != 0x21 || p0.CTZone != 5 || p0.CTSrc != a.ip || p0.CTDst != puntIP || p0.CTProto != 1 {
+		t.Errorf("packet-in ct state = %+v; want +new+trk, zone 5, tuple %s -> %s icmp", p0, a.ip, puntIP)
 	}
 	if !strings.Contains(p0.RefusedResume, `plugin "gamma"`) || !strings.Contains(p0.RefusedResume, `"no.such.table"`) {
 		t.Errorf("packet-out to an unknown table: error %q does not name plugin and table", p0.RefusedResume)
@@ -245,15 +253,16 @@ func TestSDKReadBackOverPluginProcess(t *testing.T) {
 	if _, rx, _ := n.ping(0, 1, 2, "0.1"); rx != 0 {
 		t.Errorf("pings still answered with b's flows deleted")
 	}
-	// A masked delete: every port flow (0x1xx) goes, the punt flow stays.
+	// A masked delete: every port flow (0x1xx) goes, the two punt flows
+	// (0x200) stay.
 	if err := g.do("POST", "/delete?tag=0x100&mask=0xff00", &ok2); err != nil {
 		t.Fatal(err)
 	}
 	rest := g.flows("")
-	if len(rest) != 1 || rest[0].Tag != 0x200 {
-		t.Errorf("after the masked delete read-back shows %+v, want only the punt flow", rest)
+	if len(rest) != 2 || rest[0].Tag != 0x200 || rest[1].Tag != 0x200 {
+		t.Errorf("after the masked delete read-back shows %+v, want only the two punt flows", rest)
 	}
-	if all3, _, lines := n.ownFlowsOnSwitch(prefix, 0); all3 != 1 || n.plugins()["gamma"].Flows != 1 {
-		t.Errorf("after the masked delete: switch %d, store %d flows of gamma, want 1:\n%s", all3, n.plugins()["gamma"].Flows, strings.Join(lines, "\n"))
+	if all3, punts, lines := n.ownFlowsOnSwitch(prefix, 0x200); all3 != 2 || punts != 2 || n.plugins()["gamma"].Flows != 2 {
+		t.Errorf("after the masked delete: switch %d, store %d flows of gamma, want the 2 punt flows:\n%s", all3, n.plugins()["gamma"].Flows, strings.Join(lines, "\n"))
 	}
 }

@@ -28,6 +28,7 @@ import (
 const (
 	tClass = "gamma.class"
 	tFwd   = "gamma.fwd"
+	tPunt  = "gamma.punt" // after conntrack: punts tracked packets
 	// Tags: 0x100|i for port i's flows, 0x200 for the punt flow, 0x300
 	// for the flow with an idle timeout.
 	tagPort, tagPunt, tagIdle = 0x100, 0x200, 0x300
@@ -54,6 +55,9 @@ type packetInRecord struct {
 	Fields    map[string]uint32 `json:"fields"`
 	CTState   uint32            `json:"ctState"`
 	CTZone    uint16            `json:"ctZone"`
+	CTSrc     string            `json:"ctSrc"`
+	CTDst     string            `json:"ctDst"`
+	CTProto   uint8             `json:"ctProto"`
 	OutErr    string            `json:"packetOutError"`
 	RefuseErr string            `json:"refusedResumeError"`
 }
@@ -63,6 +67,7 @@ func (*gamma) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.Describe
 	r.Tables = []sdk.Table{
 		{Name: tClass, Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
 		{Name: tFwd, Pipeline: flow.PipelineIP, Stage: flow.StageSwitching},
+		{Name: tPunt, Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
 	}
 	r.Fields = []flow.Field{mark}
 	return nil
@@ -103,8 +108,12 @@ func (g *gamma) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRes
 			Actions: []flow.Action{flow.ApplyMeter(1), flow.ApplyGroup(1)}},
 		flow.Flow{Table: tFwd, Priority: 100, Tag: tagPort | 1, Match: flow.Match{}.Field(mark, 2),
 			Actions: []flow.Action{flow.Output(ofports[0])}},
+		// The punted packet goes through conntrack first, so its
+		// packet-in carries ct state, zone and tuple as well as the mark.
 		flow.Flow{Table: tClass, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP().IPv4Dst(punt),
-			Actions: []flow.Action{flow.LoadField(mark, 0x5a), flow.Controller(0xffff, nil)}},
+			Actions: []flow.Action{flow.LoadField(mark, 0x5a), flow.Conntrack(flow.CT{Zone: 5, Resume: flow.GotoTable(tPunt)})}},
+		flow.Flow{Table: tPunt, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP().CTState(flow.CTTracked, flow.CTTracked),
+			Actions: []flow.Action{flow.Controller(0xffff, nil)}},
 		flow.Flow{Table: tClass, Priority: 50, Tag: tagIdle, IdleTimeout: 1, Match: flow.Match{}.IPv4().IPv4Dst(netip.MustParseAddr("10.9.9.9"))},
 	)
 	if err := h.Apply(ctx, b); err != nil {
@@ -129,6 +138,9 @@ func (g *gamma) PacketIn(ctx context.Context, req sdk.PacketInRequest, _ *sdk.Pa
 	h, ports := g.host, g.ports
 	g.mu.Unlock()
 	rec := packetInRecord{Table: req.Table, Tag: req.Tag, InPort: req.InPort, Fields: req.Fields, CTState: req.CT.State, CTZone: req.CT.Zone}
+	if t := req.CT.Tuple; t != nil {
+		rec.CTSrc, rec.CTDst, rec.CTProto = t.Src.String(), t.Dst.String(), t.Proto
+	}
 	if err := h.PacketOut(ctx, sdk.PacketOut{InPort: req.InPort, Data: req.Data, ResumeTable: "no.such.table"}); err != nil {
 		rec.RefuseErr = err.Error()
 	}
