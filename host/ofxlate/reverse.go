@@ -7,9 +7,12 @@ package ofxlate
 // flows it meant to install.
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/pipeline"
@@ -68,8 +71,27 @@ func (r *Reverse) tableName(id uint8) (string, error) {
 	return "", fmt.Errorf("%w: plugin %q: table ID %d is not assigned", sdk.ErrUnknownTable, r.Owner, id)
 }
 
+// matchBuilder collects match fields with their bytes in one arena, so a
+// read-back match costs a couple of allocations rather than one per field.
+type matchBuilder struct {
+	fields []flow.MatchField
+	arena  []byte
+}
+
+func (b *matchBuilder) bytes(v []byte) []byte {
+	start := len(b.arena)
+	b.arena = append(b.arena, v...)
+	return b.arena[start:len(b.arena):len(b.arena)]
+}
+
+func (b *matchBuilder) u32(v uint32) []byte {
+	var x [4]byte
+	binary.BigEndian.PutUint32(x[:], v)
+	return b.bytes(x[:])
+}
+
 // regMatch splits a register match into the plugin's fields it covers.
-func (r *Reverse) regMatch(m flow.Match, reg uint8, v, mask uint32) (flow.Match, error) {
+func (r *Reverse) regMatch(mb *matchBuilder, reg uint8, v, mask uint32) error {
 	left := mask
 	for b, f := range r.byBits {
 		if b.Reg != reg || b.Mask()&mask == 0 {
@@ -78,48 +100,54 @@ func (r *Reverse) regMatch(m flow.Match, reg uint8, v, mask uint32) (flow.Match,
 		full := b.Mask() >> b.Offset
 		sub := (mask & b.Mask()) >> b.Offset
 		val := (v & b.Mask()) >> b.Offset
-		if sub == full {
-			m = m.Field(f, val)
-		} else {
-			m = m.FieldMasked(f, val, sub)
+		mf := flow.MatchField{Kind: flow.MatchRegField, Field: f, Value: mb.u32(val & sub)}
+		if sub != full {
+			mf.Mask = mb.u32(sub)
 		}
+		mb.fields = append(mb.fields, mf)
 		left &^= b.Mask()
 	}
 	if left != 0 {
-		return m, fmt.Errorf("%w: plugin %q: match on reg%d bits %#x, which are no register field of the plugin", sdk.ErrUnallocatedField, r.Owner, reg, left)
+		return fmt.Errorf("%w: plugin %q: match on reg%d bits %#x, which are no register field of the plugin", sdk.ErrUnallocatedField, r.Owner, reg, left)
 	}
-	return m, nil
+	return nil
 }
 
 // FromMatch translates a switch match into the plugin's terms.
 func (r *Reverse) FromMatch(om openflow.Match) (flow.Match, error) {
 	r.init()
-	var m flow.Match
-	fields := make([]flow.MatchField, 0, len(om))
+	mb := &matchBuilder{fields: make([]flow.MatchField, 0, len(om)+2), arena: make([]byte, 0, 16*len(om))}
 	for _, of := range om {
 		if reg, ok := regNum(of.Field); ok {
-			var err error
-			if m, err = r.regMatch(m, reg, uint32(of.Uint64()), uint32(of.MaskUint64())); err != nil {
-				return m, err
+			if err := r.regMatch(mb, reg, uint32(of.Uint64()), uint32(of.MaskUint64())); err != nil {
+				return flow.Match{}, err
 			}
 			continue
 		}
 		k, ok := r.byKind[of.Field]
 		if !ok {
-			return m, fmt.Errorf("%w: plugin %q: the switch holds a match on %s, which the SDK has no name for", sdk.ErrInvalid, r.Owner, of.Field)
+			return flow.Match{}, fmt.Errorf("%w: plugin %q: the switch holds a match on %s, which the SDK has no name for", sdk.ErrInvalid, r.Owner, of.Field)
 		}
 		n := k.Size()
-		mf := flow.MatchField{Kind: k, Value: append([]byte(nil), of.Value[:n]...)}
+		mf := flow.MatchField{Kind: k, Value: mb.bytes(of.Value[:n])}
 		if k == flow.MatchVlanVID {
 			// The OpenFlow "tag present" bit is implied by the SDK match.
 			mf.Value[0] &^= 0x10
 		}
 		if of.Masked {
-			mf.Mask = append([]byte(nil), of.Mask[:n]...)
+			mf.Mask = mb.bytes(of.Mask[:n])
 		}
-		fields = append(fields, mf)
+		mb.fields = append(mb.fields, mf)
 	}
-	return flow.MatchOf(append(m.Fields(), fields...)...), nil
+	// The canonical order (kind, then field name), so MatchOf takes the
+	// slice as it is.
+	slices.SortFunc(mb.fields, func(a, b flow.MatchField) int {
+		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Field.Name, b.Field.Name)
+	})
+	return flow.MatchOf(mb.fields...), nil
 }
 
 func (r *Reverse) subfield(s openflow.Subfield) (flow.Field, error) {
