@@ -160,6 +160,8 @@ func (r *Reverse) subfield(s openflow.Subfield) (flow.Field, error) {
 
 // setField turns a set_field back into the SDK's setter for that header.
 func (r *Reverse) setField(sf openflow.SetField) (flow.Action, error) {
+	// none is the zero Action, whatever its representation.
+	var none flow.Action
 	of := sf.MatchField
 	if reg, ok := regNum(of.Field); ok {
 		mask := uint32(of.MaskUint64())
@@ -168,10 +170,10 @@ func (r *Reverse) setField(sf openflow.SetField) (flow.Action, error) {
 				return flow.LoadField(f, uint32(of.Uint64())>>b.Offset), nil
 			}
 		}
-		return flow.Action{}, fmt.Errorf("%w: plugin %q: load into reg%d bits %#x, which are no register field of the plugin", sdk.ErrUnallocatedField, r.Owner, reg, mask)
+		return none, fmt.Errorf("%w: plugin %q: load into reg%d bits %#x, which are no register field of the plugin", sdk.ErrUnallocatedField, r.Owner, reg, mask)
 	}
 	if of.Masked {
-		return flow.Action{}, fmt.Errorf("%w: plugin %q: masked set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
+		return none, fmt.Errorf("%w: plugin %q: masked set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
 	}
 	mac := func() net.HardwareAddr { return of.MAC() }
 	ip4 := func() netip.Addr { return netip.AddrFrom4([4]byte(of.Value[:4])) }
@@ -201,7 +203,7 @@ func (r *Reverse) setField(sf openflow.SetField) (flow.Action, error) {
 	case flow.MatchVlanVID:
 		return flow.SetVlanVID(uint16(of.Uint64()) & 0xfff), nil
 	}
-	return flow.Action{}, fmt.Errorf("%w: plugin %q: set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
+	return none, fmt.Errorf("%w: plugin %q: set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
 }
 
 // FromActions translates a switch action list into the plugin's terms.
