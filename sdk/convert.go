@@ -55,7 +55,7 @@ func toPBPortRequest(r PortRequest) *pb.PortRequest {
 }
 
 func toPBPacketOut(p PacketOut) *pb.PacketOutRequest {
-	return &pb.PacketOutRequest{InPort: p.InPort, Actions: toproto.Actions(p.Actions), Resubmit: p.Resubmit, Data: p.Data}
+	return &pb.PacketOutRequest{InPort: p.InPort, Actions: toproto.Actions(p.Actions), Resubmit: p.Resubmit, Data: p.Data, ResumeTable: p.ResumeTable}
 }
 
 func fromPBAssignment(a *pb.Assignment) Assignment {
@@ -109,7 +109,8 @@ func fromPBPodInterfaceEvent(r *pb.PodInterfaceEventRequest) (PodInterfaceEventR
 }
 
 func fromPBPacketIn(r *pb.PacketInRequest) PacketInRequest {
-	return PacketInRequest{Table: r.GetTable(), TableID: uint8(r.GetTableId()), Tag: r.GetTag(), InPort: r.GetInPort(), Userdata: r.GetUserdata(), Data: r.GetData()}
+	return PacketInRequest{Table: r.GetTable(), TableID: uint8(r.GetTableId()), Tag: r.GetTag(), InPort: r.GetInPort(), Userdata: r.GetUserdata(), Data: r.GetData(),
+		Fields: fromPBFields(r.GetFields()), CT: fromPBCT(r.GetCt())}
 }
 
 func fromPBNodeEvent(r *pb.NodeEventRequest) (NodeEventRequest, error) {

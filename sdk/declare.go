@@ -70,6 +70,9 @@ func Capabilities(f Feature) []Capability {
 	if _, ok := f.(NodeEventSubscriber); ok {
 		cs = append(cs, CapNodeEvents)
 	}
+	if _, ok := f.(FlowRemovedHandler); ok {
+		cs = append(cs, CapFlowRemoved)
+	}
 	return cs
 }
 

@@ -14,11 +14,22 @@
 // Every method has the shape (ctx, Request, *Response) error, so fields can
 // be added to requests and responses without breaking plugins.
 //
+// Host.Flows, GroupStats and MeterStats (readback.go) read the plugin's own
+// flows, groups and meters back from the switch with their counters, in
+// the plugin's terms (table names, named register fields); a plugin can
+// confirm what is installed (podnet's CNI CHECK) or report per-rule
+// counters. flow.Batch.DeleteTagged removes flows by their tag without
+// recomputing them. A packet-in carries the packet's register fields and
+// conntrack state (PacketInRequest.Fields, CT); a packet-out can continue
+// in one of the plugin's tables (PacketOut.ResumeTable). A
+// FlowRemovedHandler hears of flows the switch timed out.
+//
 // Everything about the wire — the go-plugin handshake, gRPC and protobuf —
 // stays inside this module, under internal/, where authors cannot reach it.
 // Flows are built with package flow. The host side of the wire is package
 // sdkhost, used only by switchyard-agent.
 //
-// Where to start: feature.go (what you implement), host.go (what you call),
+// Where to start: feature.go (what you implement), host.go and readback.go
+// (what you call),
 // flow/ (how flows are written), and plugins/template in the repository.
 package sdk

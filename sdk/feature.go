@@ -171,7 +171,15 @@ type PacketInRequest struct {
 	Userdata []byte
 	// Data is the packet, starting with the Ethernet header.
 	Data []byte
+	// Fields holds, by name, the value the packet carried in each of the
+	// plugin's register fields and each well-known field (flow.Field*).
+	Fields map[string]uint32
+	// CT is the packet's conntrack state at the controller action.
+	CT CTInfo
 }
+
+// Field returns the value the packet carried in f (0 if unknown).
+func (r PacketInRequest) Field(f flow.Field) uint32 { return r.Fields[f.Name] }
 
 // PacketInResponse is empty today.
 type PacketInResponse struct{}

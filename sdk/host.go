@@ -32,6 +32,8 @@ type Host interface {
 	Synced(ctx context.Context) error
 	// Logger logs into the host's log, tagged with the plugin's name.
 	Logger() *slog.Logger
+	// Reader reads the plugin's flows, groups and meters back from the switch.
+	Reader
 }
 
 // PortRequest asks for an OVS port.
@@ -65,7 +67,11 @@ type PacketOut struct {
 	// Resubmit runs the packet through the pipeline from table 0 after
 	// Actions (OpenFlow's OFPP_TABLE).
 	Resubmit bool
-	Data     []byte
+	// ResumeTable, if set, continues the packet in this table after
+	// Actions instead: a table the plugin owns or may write (an exported
+	// one). It excludes Resubmit.
+	ResumeTable string
+	Data        []byte
 }
 
 // NodeFacts is what the host knows about its node.

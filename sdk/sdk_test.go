@@ -129,12 +129,35 @@ func (testFeature) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.Start
 	if facts.Name != "node-1" || facts.PodCIDRs[0].String() != "10.10.0.0/24" {
 		return fmt.Errorf("node facts = %+v", facts)
 	}
+	// Read-back crosses the wire both ways: the filter out, flows and
+	// counters back.
+	fs, err := h.Flows(ctx, sdk.FlowFilter{Table: "t.class", Tag: 42, TagMask: 0xff})
+	if err != nil {
+		return err
+	}
+	if len(fs) != 1 || fs[0].Flow.String() != testFlow.String() || fs[0].Packets != 7 || fs[0].Bytes != 700 || fs[0].Duration != 2*time.Second {
+		return fmt.Errorf("Flows = %+v", fs)
+	}
+	gs, err := h.GroupStats(ctx, 1)
+	if err != nil || len(gs) != 1 || gs[0].ID != 1 || gs[0].Buckets[0].Packets != 5 {
+		return fmt.Errorf("GroupStats = %+v, %v", gs, err)
+	}
+	if _, err := h.MeterStats(ctx, 9); !errors.Is(err, sdk.ErrNotFound) {
+		return fmt.Errorf("MeterStats of a missing meter: %v, want ErrNotFound", err)
+	}
 	return h.Synced(ctx)
 }
 
 func (testFeature) PacketIn(_ context.Context, req sdk.PacketInRequest, _ *sdk.PacketInResponse) error {
 	if string(req.Data) != "ping" {
 		return fmt.Errorf("packet-in data %q", req.Data)
+	}
+	if req.Field(markField) != 3 || req.Field(flow.FieldPacketSource) != 1 {
+		return fmt.Errorf("packet-in fields %v", req.Fields)
+	}
+	if req.CT.State != flow.CTTracked|flow.CTEstablished || req.CT.Zone != 5 || req.CT.Label[15] != 1 ||
+		req.CT.Tuple == nil || req.CT.Tuple.Dst != netip.MustParseAddr("10.0.0.2") || req.CT.Tuple.DstPort != 80 {
+		return fmt.Errorf("packet-in ct %+v", req.CT)
 	}
 	return nil
 }
@@ -165,6 +188,18 @@ func (f *fakeHost) Port(_ context.Context, n string) (sdk.Port, error) {
 func (f *fakeHost) PacketOut(context.Context, sdk.PacketOut) error { return nil }
 func (f *fakeHost) NodeFacts(context.Context) (sdk.NodeFacts, error) {
 	return sdk.NodeFacts{Name: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24")}, MTU: 1450}, nil
+}
+func (f *fakeHost) Flows(_ context.Context, ff sdk.FlowFilter) ([]sdk.FlowStats, error) {
+	if ff != (sdk.FlowFilter{Table: "t.class", Tag: 42, TagMask: 0xff}) {
+		return nil, fmt.Errorf("%w: filter %+v", sdk.ErrInvalid, ff)
+	}
+	return []sdk.FlowStats{{Flow: testFlow, Packets: 7, Bytes: 700, Duration: 2 * time.Second}}, nil
+}
+func (f *fakeHost) GroupStats(_ context.Context, ids ...uint32) ([]sdk.GroupStats, error) {
+	return []sdk.GroupStats{{ID: ids[0], Packets: 5, Buckets: []sdk.Counter{{Packets: 5, Bytes: 50}}}}, nil
+}
+func (f *fakeHost) MeterStats(_ context.Context, ids ...uint32) ([]sdk.MeterStats, error) {
+	return nil, fmt.Errorf("%w: meter %d", sdk.ErrNotFound, ids[0])
 }
 func (f *fakeHost) Synced(context.Context) error {
 	f.mu.Lock()
@@ -249,7 +284,10 @@ func TestPluginRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(wantText, gotText); diff != "" {
 		t.Errorf("batch over the wire (-want +got):\n%s", diff)
 	}
-	if err := p.PacketIn(ctx, sdk.PacketInRequest{Table: "t.class", Data: []byte("ping")}); err != nil {
+	pi := sdk.PacketInRequest{Table: "t.class", Data: []byte("ping"), Fields: map[string]uint32{"mark": 3, flow.FieldPacketSource.Name: 1},
+		CT: sdk.CTInfo{State: flow.CTTracked | flow.CTEstablished, Zone: 5, Label: [16]byte{15: 1},
+			Tuple: &sdk.CTTuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: 6, SrcPort: 1234, DstPort: 80}}}
+	if err := p.PacketIn(ctx, pi); err != nil {
 		t.Errorf("PacketIn: %v", err)
 	}
 	res, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c1", PodName: "p", NetConf: []byte(`{"cniVersion":"1.1.0"}`)})

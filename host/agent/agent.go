@@ -29,6 +29,10 @@ type Switch interface {
 	// for the barrier after it (so its error is known).
 	Request(ctx context.Context, m openflow.Message) (openflow.Message, error)
 	Events() <-chan openflow.Event
+	// Read-back (flow, group and meter stats).
+	DumpFlows(ctx context.Context, req openflow.FlowStatsRequest) ([]openflow.FlowStats, error)
+	GroupStats(ctx context.Context, id uint32) ([]openflow.GroupStats, error)
+	MeterStats(ctx context.Context, id uint32) ([]openflow.MeterStats, error)
 }
 
 // PortDB is the OVSDB side the agent needs (*ovsdb.Client).
@@ -226,6 +230,8 @@ func (a *Agent) events(ctx context.Context) {
 				a.log.Warn("switch connection lost", "error", ev.Err)
 			case openflow.EventPacketIn:
 				a.packetIn(ev.PacketIn)
+			case openflow.EventFlowRemoved:
+				a.flowRemoved(ctx, ev.FlowRemoved)
 			}
 		}
 	}

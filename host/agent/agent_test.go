@@ -26,6 +26,9 @@ type fakeSwitch struct {
 	bundles [][]openflow.Message
 	fail    error
 	events  chan openflow.Event
+	dump    []openflow.FlowStats
+	dumpReq []openflow.FlowStatsRequest
+	groups  []openflow.GroupStats
 }
 
 func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) error {
@@ -44,6 +47,20 @@ func (f *fakeSwitch) Request(context.Context, openflow.Message) (openflow.Messag
 	return nil, nil
 }
 func (f *fakeSwitch) Events() <-chan openflow.Event { return f.events }
+
+// DumpFlows answers with f.dump and records the request.
+func (f *fakeSwitch) DumpFlows(_ context.Context, req openflow.FlowStatsRequest) ([]openflow.FlowStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dumpReq = append(f.dumpReq, req)
+	return f.dump, nil
+}
+func (f *fakeSwitch) GroupStats(context.Context, uint32) ([]openflow.GroupStats, error) {
+	return f.groups, nil
+}
+func (f *fakeSwitch) MeterStats(context.Context, uint32) ([]openflow.MeterStats, error) {
+	return nil, nil
+}
 
 // lastTexts renders the last bundle's flow mods.
 func (f *fakeSwitch) lastTexts() []string {

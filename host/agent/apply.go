@@ -34,6 +34,11 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 	ops := make([]flowstore.Op, 0, b.Len())
 	for i, op := range b.Ops {
 		switch {
+		case op.Kind == flow.OpDeleteTagged && op.Flow != nil:
+			var err error
+			if ops, err = a.expandTaggedLocked(owner, i, op, ops); err != nil {
+				return err
+			}
 		case op.Flow != nil:
 			r, err := a.arb.Resolve(owner, op.Flow)
 			if err != nil {

@@ -100,10 +100,21 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 	if err := s.admit(); err != nil {
 		return err
 	}
+	if po.Resubmit && po.ResumeTable != "" {
+		return fmt.Errorf("%w: plugin %q: packet-out sets both Resubmit and ResumeTable %q; choose one", sdk.ErrInvalid, s.name(), po.ResumeTable)
+	}
 	s.a.mu.Lock()
 	fields := s.a.fieldsLocked(s.name())
 	p, _ := s.a.arb.Plugin(s.name())
+	resume := pipeline.TableNone
+	var rerr error
+	if po.ResumeTable != "" {
+		resume, rerr = s.a.resumeTableLocked(s.name(), po.ResumeTable)
+	}
 	s.a.mu.Unlock()
+	if rerr != nil {
+		return rerr
+	}
 	for i, act := range po.Actions {
 		if act == nil {
 			return fmt.Errorf("%w: plugin %q: packet-out: action %d is missing or of an unknown kind", sdk.ErrInvalid, s.name(), i)
@@ -125,6 +136,9 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 	}
 	if po.Resubmit {
 		acts = append(acts, openflow.Output{Port: openflow.PortTable})
+	}
+	if resume != pipeline.TableNone {
+		acts = append(acts, openflow.ResubmitTable(resume))
 	}
 	if err := s.a.sw.Send(ctx, &openflow.PacketOut{InPort: po.InPort, Actions: acts, Data: po.Data}); err != nil {
 		return fmt.Errorf("%w: plugin %q: packet-out: %v", sdk.ErrSwitch, s.name(), err)
@@ -155,6 +169,10 @@ func (a *Agent) packetIn(pi *openflow.PacketIn) {
 	if !ok && tok {
 		owner, ok = t.Owner, true
 	}
+	var fields map[string]flow.Bits
+	if ok {
+		fields = a.fieldsLocked(owner)
+	}
 	a.mu.Unlock()
 	if !ok {
 		a.log.Debug("packet-in from a table and cookie no plugin owns", "table_id", pi.Table, "cookie", fmt.Sprintf("%#x", pi.Cookie))
@@ -176,11 +194,7 @@ func (a *Agent) packetIn(pi *openflow.PacketIn) {
 		return
 	}
 	req := sdk.PacketInRequest{Table: t.Name, TableID: pi.Table, Tag: tag, Userdata: pi.Userdata, Data: pi.Data}
-	for _, m := range pi.Match {
-		if m.Field == openflow.FieldInPort {
-			req.InPort = uint32(m.Uint64())
-		}
-	}
+	packetInMeta(&req, pi.Match, fields)
 	select {
 	case r.pktin <- req:
 	default:

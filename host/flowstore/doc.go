@@ -5,5 +5,8 @@
 // replay after ovs-vswitchd restarts. It is pure data; the host applies a
 // Plan to the switch and calls Commit only when the switch accepted it.
 //
+// Tagged (tagged.go) finds an owner's flows by cookie tag for a
+// delete-by-tag.
+//
 // Where to start: Store.Plan and Store.Commit.
 package flowstore

@@ -108,3 +108,46 @@ func TestStaleAfterRestart(t *testing.T) {
 		t.Errorf("after forget: count %d total %d, want 1/1", s.Count("a"), s.Total())
 	}
 }
+
+func TestTagged(t *testing.T) {
+	s := New()
+	mk := func(owner string, table uint8, prio uint16, tag uint32) *pipeline.Resolved {
+		return &pipeline.Resolved{Owner: owner, Flow: &flow.Flow{Table: "t", Priority: prio}, TableID: table, Cookie: pipeline.Cookie(1, 1, tag)}
+	}
+	var ops []Op
+	for i, tag := range []uint32{0x100, 0x101, 0x200, 0x100} {
+		ops = append(ops, Op{Kind: flow.OpAdd, Flow: mk("a", uint8(i%2), uint16(i), tag)})
+	}
+	p, err := s.Plan("a", ops, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Commit(p)
+	pb, _ := s.Plan("b", []Op{{Kind: flow.OpAdd, Flow: mk("b", 0, 9, 0x100)}}, 0)
+	s.Commit(pb)
+	for _, tc := range []struct {
+		table     int
+		tag, mask uint32
+		want      int
+	}{
+		{AllTables, 0x100, 0xffffffff, 2},
+		{AllTables, 0x100, 0xff00, 3},
+		{0, 0x100, 0xff00, 1},
+		{1, 0x100, 0xffffffff, 1},
+		{AllTables, 0, 0, 4},
+		{AllTables, 0x300, 0xffffffff, 0},
+	} {
+		got := s.Tagged("a", tc.table, tc.tag, tc.mask)
+		if len(got) != tc.want {
+			t.Errorf("Tagged(a, %d, %#x/%#x) = %d flows, want %d", tc.table, tc.tag, tc.mask, len(got), tc.want)
+		}
+		for _, e := range got {
+			if e.R.Owner != "a" {
+				t.Errorf("Tagged returned a flow of %q", e.R.Owner)
+			}
+		}
+	}
+	if e, ok := s.Lookup(mk("a", 0, 0, 0).Key()); !ok || e.R.Owner != "a" {
+		t.Errorf("Lookup = %v, %v", e, ok)
+	}
+}

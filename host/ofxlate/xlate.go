@@ -358,6 +358,11 @@ func Flow(r *pipeline.Resolved) (openflow.Flow, error) {
 		return openflow.Flow{}, fmt.Errorf("plugin %q: flow %s: %w", r.Owner, r.Flow, err)
 	}
 	f := openflow.Flow{Table: r.TableID, Priority: r.Flow.Priority, Cookie: r.Cookie, IdleTimeout: r.Flow.IdleTimeout, HardTimeout: r.Flow.HardTimeout, Match: m}
+	if f.IdleTimeout != 0 || f.HardTimeout != 0 {
+		// The switch tells the host when it times the flow out, so the
+		// flow store (and the owner, if it asked) learn that it is gone.
+		f.Flags |= openflow.FlagSendFlowRem
+	}
 	if len(acts) > 0 {
 		f.Instructions = append(f.Instructions, openflow.Apply(acts...))
 	}

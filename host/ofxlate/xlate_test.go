@@ -1,12 +1,13 @@
 package ofxlate
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"strings"
 
 	"switchyard.dev/switchyard/host/flowstore"
 	"switchyard.dev/switchyard/host/openflow"
@@ -256,5 +257,92 @@ func BenchmarkTranslate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReverseRoundTrip: every golden flow, encoded as the switch would
+// send it back in a flow stats reply, decodes and reverse-translates into
+// a flow that resolves to the same switch flow, with the plugin's table
+// name, tag and register fields.
+func TestReverseRoundTrip(t *testing.T) {
+	a := pipeline.New()
+	mark := flow.Field{Name: "mark", Width: 8}
+	wide := flow.Field{Name: "wide", Width: 8}
+	if _, err := a.Register("p", []sdk.Table{
+		{Name: "class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
+		{Name: "ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
+		{Name: "route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
+		{Name: "out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
+	}, []flow.Field{mark, wide}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Plugin("p")
+	mac := net.HardwareAddr{0xaa, 0xbb, 0xcc, 0, 0, 1}
+	flows := []flow.Flow{
+		{Table: "class", Priority: 200, Match: flow.Match{}.InPort(3).EthSrc(mac),
+			Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, 1)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageConntrackState)},
+		{Table: "ct", Priority: 10, Match: flow.Match{}.IPv4(),
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: 5, Resume: flow.NextTable(), NAT: &flow.NAT{Kind: flow.NATReverse}, Mark: 1, MarkMask: 3})}},
+		{Table: "route", Priority: 100, Tag: 9, IdleTimeout: 30, HardTimeout: 60,
+			Match:   flow.Match{}.IPv4().IPv4DstPrefix(netip.MustParsePrefix("10.1.0.0/16")).Field(mark, 3).FieldMasked(wide, 0x10, 0xf0).CTState(flow.CTTracked|flow.CTEstablished, flow.CTTracked|flow.CTEstablished|flow.CTNew),
+			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(flow.FieldTargetPort, 7), flow.LoadField(mark, 0xff), flow.MoveField(mark, wide)}, Goto: flow.GotoStage(flow.StageOutput)},
+		{Table: "out", Priority: 1, Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}},
+		{Table: "route", Priority: 300, Match: flow.Match{}.TCP().TCPDst(23)},
+		{Table: "route", Priority: 200, Tag: 0xffffffff, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []flow.Action{flow.Conjunction(9, 1, 2)}},
+		{Table: "route", Priority: 200, Match: flow.Match{}.IPv4().ConjID(9), Goto: flow.GotoStage(flow.StageOutput)},
+		{Table: "route", Priority: 5, Match: flow.Match{}.ARP().ARPTpa(netip.MustParseAddr("10.0.0.1")).VlanVID(7),
+			Actions: []flow.Action{flow.SetARPOp(2), flow.SetARPSha(mac), flow.SetARPSpa(netip.MustParseAddr("10.0.0.1")), flow.OutputInPort(), flow.Controller(128, []byte("hi")), flow.Controller(0xffff, nil), flow.ApplyGroup(3), flow.ApplyMeter(4), flow.Normal(), flow.PushVLAN(0x8100), flow.PopVLAN(), flow.SetTunID(5), flow.SetTunDst(netip.MustParseAddr("192.168.0.2")), flow.Output(4)}},
+	}
+	fields := flow.WellKnownBits()
+	for n, b := range p.Bits {
+		fields[n] = b
+	}
+	rev := &Reverse{Owner: "p", Prefix: p.Prefix, Fields: fields, Table: func(id uint8) (string, bool) {
+		tb, ok := a.TableByID(id)
+		return tb.Name, ok
+	}}
+	for _, f := range flows {
+		t.Run(f.String(), func(t *testing.T) {
+			r, err := a.Resolve("p", &f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Flow(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Through the wire, as a flow stats reply.
+			b, err := openflow.Marshal(1, &openflow.FlowStatsReply{Flows: []openflow.FlowStats{{Flow: want, PacketCount: 3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, m, _, err := openflow.DecodeMessage(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rev.FromFlow(&m.(*openflow.FlowStatsReply).Flows[0].Flow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Table != f.Table || got.Tag != f.Tag || got.IdleTimeout != f.IdleTimeout || got.Key() != f.Key() {
+				t.Errorf("read back %s, installed %s", got, &f)
+			}
+			r2, err := a.Resolve("p", got)
+			if err != nil {
+				t.Fatalf("read-back flow does not resolve: %v", err)
+			}
+			again, err := Flow(r2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.String(), again.String()); diff != "" {
+				t.Errorf("switch flow after a round trip (-installed +read back):\n%s", diff)
+			}
+		})
+	}
+	// A register bit that is none of the plugin's fields is refused, named.
+	_, err := rev.FromMatch(openflow.Match{openflow.Reg(9, 1, 1)})
+	if !errors.Is(err, sdk.ErrUnallocatedField) || !strings.Contains(err.Error(), "reg9") {
+		t.Errorf("foreign register bits: %v", err)
 	}
 }

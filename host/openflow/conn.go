@@ -33,7 +33,8 @@ type Options struct {
 	BundleLimit int
 	// AsyncEvents asks for packet-ins as NXT_PACKET_IN2 (the only format
 	// that carries controller(userdata=...) and pause continuations) and
-	// enables, with SET_ASYNC, packet-ins of every reason and port status.
+	// enables, with SET_ASYNC, packet-ins of every reason, port status and
+	// flow-removed messages for timeouts.
 	// (OVS 3.1 already sends plain OF1.5 packet-ins and port status on the
 	// bridge's .mgmt socket without SET_ASYNC, checked in itest/openflow;
 	// AsyncEvents makes the configuration explicit and version-proof.)
@@ -59,6 +60,9 @@ const (
 	EventPacketIn
 	// EventPortStatus: PortStatus holds a port change.
 	EventPortStatus
+	// EventFlowRemoved: FlowRemoved holds a flow the switch removed (only
+	// flows installed with FlagSendFlowRem are reported).
+	EventFlowRemoved
 )
 
 // Event is delivered on Conn.Events.
@@ -73,6 +77,7 @@ type Event struct {
 	Err         error
 	PacketIn    *PacketIn
 	PortStatus  *PortStatus
+	FlowRemoved *FlowRemoved
 }
 
 // Conn is a connection to one OpenFlow switch (one OVS bridge). It
@@ -191,7 +196,7 @@ func (c *Conn) install(s *session, reconnect bool) {
 }
 
 func (c *Conn) emit(ev Event) {
-	if ev.Kind == EventPacketIn || ev.Kind == EventPortStatus {
+	if ev.Kind == EventPacketIn || ev.Kind == EventPortStatus || ev.Kind == EventFlowRemoved {
 		// Called from the reader goroutine: never block it.
 		select {
 		case c.events <- ev:
@@ -368,6 +373,10 @@ func (s *session) configure(ctx context.Context) error {
 			&SetAsync{Props: []AsyncProp{
 				{Type: AsyncPacketInMaster, Mask: 0x3f}, {Type: AsyncPacketInSlave, Mask: 0x3f},
 				{Type: AsyncPortStatusMaster, Mask: 0x7}, {Type: AsyncPortStatusSlave, Mask: 0x7},
+				// Flow removed for idle and hard timeouts only: deletes are
+				// ours, and the flow store already knows about them.
+				{Type: AsyncFlowRemMaster, Mask: 1<<RemovedIdleTimeout | 1<<RemovedHardTimeout},
+				{Type: AsyncFlowRemSlave, Mask: 1<<RemovedIdleTimeout | 1<<RemovedHardTimeout},
 			}})
 	}
 	for _, m := range msgs {
@@ -462,6 +471,9 @@ func (s *session) readLoop(r *bufio.Reader) {
 		case *PortStatus:
 			s.c.emit(Event{Kind: EventPortStatus, DatapathID: s.features.DatapathID, PortStatus: m})
 			continue
+		case *FlowRemoved:
+			s.c.emit(Event{Kind: EventFlowRemoved, DatapathID: s.features.DatapathID, FlowRemoved: m})
+			continue
 		}
 		s.deliver(h, m, nil)
 	}
@@ -476,6 +488,8 @@ func multipartMore(m Message) (bool, bool) {
 	case *GroupDescReply:
 		return true, m.Flags&MultipartMore != 0
 	case *MeterStatsReply:
+		return true, m.Flags&MultipartMore != 0
+	case *GroupStatsReply:
 		return true, m.Flags&MultipartMore != 0
 	case *MultipartUnknown:
 		return true, m.Flags&MultipartMore != 0
@@ -784,6 +798,21 @@ func (c *Conn) MeterStats(ctx context.Context, id uint32) ([]MeterStats, error) 
 	for _, p := range parts {
 		if r, ok := p.(*MeterStatsReply); ok {
 			out = append(out, r.Meters...)
+		}
+	}
+	return out, nil
+}
+
+// GroupStats returns group counters (GroupAll for every group).
+func (c *Conn) GroupStats(ctx context.Context, id uint32) ([]GroupStats, error) {
+	parts, err := c.multipart(ctx, &GroupStatsRequest{GroupID: id})
+	if err != nil {
+		return nil, err
+	}
+	var out []GroupStats
+	for _, p := range parts {
+		if r, ok := p.(*GroupStatsReply); ok {
+			out = append(out, r.Groups...)
 		}
 	}
 	return out, nil

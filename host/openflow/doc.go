@@ -16,7 +16,8 @@
 //     `ovs-ofctl --no-stats dump-flows` prints, e.g.
 //     "cookie=0x5, table=3, priority=100,ip,nw_src=10.0.0.1 actions=ct(commit,zone=5),goto_table:4".
 //   - message.go: Message, AppendMessage, DecodeMessage; other messages
-//     live in bundle.go, group.go, multipart.go, packet.go, nicira.go.
+//     live in bundle.go, group.go, multipart.go, groupstats.go,
+//     flowremoved.go, packet.go, nicira.go.
 //   - conn.go: Conn, the switch connection.
 //
 // # Design
@@ -32,8 +33,9 @@
 // which is also how OVS reports them.
 //
 // Switch errors (OFPT_ERROR) become *SwitchError naming the type and
-// code as OVS prints them (e.g. OFPBAC_BAD_OUT_PORT) and the xid of the
-// failing request; errors.Is(err, openflow.ErrCodeBadOutPort) works.
+// code as OVS prints them (e.g. OFPBAC_BAD_OUT_PORT, or for Nicira
+// extension errors NXBAC_BAD_CONJUNCTION) and the xid of the failing
+// request; errors.Is(err, openflow.ErrCodeBadOutPort) works.
 //
 // # Connection
 //
@@ -70,6 +72,11 @@
 //     selects that format and sets the async mask explicitly.
 //   - controller(id=N) reaches only connections that set controller id N
 //     (Options.ControllerID); id 0 is the default.
+//   - OFPT_FLOW_REMOVED comes only for flows with FlagSendFlowRem and only
+//     when SET_ASYNC enables its reasons; AsyncEvents enables the idle
+//     and hard timeouts (Conn reports them as EventFlowRemoved).
+//   - Flow, group and meter counters lag the userspace datapath: the
+//     revalidators update them, so a reader waits for them to catch up.
 //
 // # How to add a match field
 //

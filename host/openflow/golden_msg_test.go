@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 
@@ -67,6 +68,15 @@ var goldenMessages = []struct {
 	{"group desc reply", &GroupDescReply{Groups: []GroupDesc{{Type: GroupTypeSelect, GroupID: 5, Buckets: []Bucket{{ID: 0, Weight: 100, Actions: []Action{Output{Port: 1}}}}}}}, "OFPST_GROUP_DESC reply (OF1.5) (xid=0x11):\n group_id=5,type=select,bucket=bucket_id:0,weight:100,actions=output:1"},
 	{"meter stats request", &MeterStatsRequest{MeterID: MeterAll}, "OFPST_METER request (OF1.5) (xid=0x11): meter=all"},
 	{"meter stats reply", &MeterStatsReply{Meters: []MeterStats{{MeterID: 3, FlowCount: 1, PacketInCount: 10, ByteInCount: 1000, DurationSec: 5, Bands: []MeterBandStats{{PacketCount: 2, ByteCount: 200}}}}}, "OFPST_METER reply (OF1.5) (xid=0x11):\nmeter:3 flow_count:1 packet_in_count:10 byte_in_count:1000 duration:5s bands:\n0: packet_count:2 byte_count:200"},
+	{"group stats request", &GroupStatsRequest{GroupID: GroupAll}, "OFPST_GROUP request (OF1.5) (xid=0x11): group_id=ALL"},
+	{"group stats request one", &GroupStatsRequest{GroupID: 5}, "OFPST_GROUP request (OF1.5) (xid=0x11): group_id=5"},
+	{"group stats reply", &GroupStatsReply{Groups: []GroupStats{{GroupID: 5, RefCount: 2, PacketCount: 10, ByteCount: 1000, DurationSec: 3, DurationNsec: 500000000, Buckets: []BucketStats{{PacketCount: 6, ByteCount: 600}, {PacketCount: 4, ByteCount: 400}}}, {GroupID: 6}}}, "OFPST_GROUP reply (OF1.5) (xid=0x11):\n group_id=5,duration=3.500s,ref_count=2,packet_count=10,byte_count=1000,bucket0:packet_count=6,byte_count=600,bucket1:packet_count=4,byte_count=400\n group_id=6,duration=0s,ref_count=0,packet_count=0,byte_count=0"},
+	{"flow removed idle", &FlowRemoved{Reason: RemovedIdleTimeout, Flow: Flow{Table: 3, Priority: 100, Cookie: 0x5, IdleTimeout: 5, HardTimeout: 6, Match: Match{ipv4, Addr(FieldIPv4Src, ip("10.0.0.1"))}}, DurationSec: 2, DurationNsec: 500000000, PacketCount: 3, ByteCount: 300}, "OFPT_FLOW_REMOVED (OF1.5) (xid=0x11): priority=100,ip,nw_src=10.0.0.1 reason=idle table_id=3 cookie:0x5 duration2.500s idle5 hard6 pkts3 bytes300"},
+	{"flow removed hard", &FlowRemoved{Reason: RemovedHardTimeout, Flow: Flow{Table: 7, Priority: 1, Cookie: 0x1000200000009, HardTimeout: 30, Match: Match{InPort(2), Reg(0, 5, 0xffffffff)}}, DurationSec: 30, PacketCount: 1, ByteCount: 60}, "OFPT_FLOW_REMOVED (OF1.5) (xid=0x11): priority=1,reg0=0x5,in_port=2 reason=hard table_id=7 cookie:0x1000200000009 duration30s idle0 hard30 pkts1 bytes60"},
+	{"flow removed delete", &FlowRemoved{Reason: RemovedDelete, Flow: Flow{Table: 0}}, "OFPT_FLOW_REMOVED (OF1.5) (xid=0x11): priority=0 reason=delete table_id=0 duration0s idle0 pkts0 bytes0"},
+	{"error nicira conjunction", &ErrorMsg{Code: ErrCodeNXBadConjunction, Experimenter: 0x2320, Data: mustMarshal(0x7, &BarrierRequest{})}, "OFPT_ERROR (OF1.5) (xid=0x11): NXBAC_BAD_CONJUNCTION\nOFPT_BARRIER_REQUEST (OF1.5) (xid=0x7):"},
+	{"error nicira must be zero", &ErrorMsg{Code: ErrCodeNXMustBeZero, Experimenter: 0x2320, Data: mustMarshal(0x7, &BarrierRequest{})}, "OFPT_ERROR (OF1.5) (xid=0x11): NXBAC_MUST_BE_ZERO\nOFPT_BARRIER_REQUEST (OF1.5) (xid=0x7):"},
+	{"error nicira nxm invalid", &ErrorMsg{Code: ErrorCode{0xffff, 2}, Experimenter: 0x2320, Data: mustMarshal(0x7, &BarrierRequest{})}, "OFPT_ERROR (OF1.5) (xid=0x11): NXBRC_NXM_INVALID\nOFPT_BARRIER_REQUEST (OF1.5) (xid=0x7):"},
 	{"packet in", &PacketIn{BufferID: 0xffffffff, TotalLen: 4, Reason: ReasonAction, Table: 3, Cookie: 0x5, Match: Match{InPort(2), Reg(0, 5, 0xffffffff)}, Data: []byte{1, 2, 3, 4}}, "OFPT_PACKET_IN (OF1.5) (xid=0x11): table_id=3 cookie=0x5 total_len=4 reg0=0x5,in_port=2 (via action) data_len=4 (unbuffered)\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
 	{"packet in2", &PacketIn{NX2: true, BufferID: 0xffffffff, TotalLen: 4, Reason: ReasonNoMatch, Table: 3, Cookie: 0x5, Match: Match{InPort(2), Reg(0, 5, 0xffffffff)}, Data: []byte{1, 2, 3, 4}, Userdata: []byte{9, 8}}, "NXT_PACKET_IN2 (OF1.5) (xid=0x11): table_id=3 cookie=0x5 total_len=4 reg0=0x5,in_port=2 (via no_match) data_len=4 (unbuffered)\n userdata=09.08\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
 	// The continuation was captured from ovs-vswitchd 3.1 (controller(pause)).
@@ -144,5 +154,34 @@ func TestGroupText(t *testing.T) {
 	}
 	if n < 4 {
 		t.Fatalf("only %d group mods in goldenMessages, want all four group types", n)
+	}
+}
+
+// TestErrorNames: SwitchError names a switch error exactly as ovs-ofctl
+// ofp-print names it, Nicira extension errors included.
+func TestErrorNames(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, tc := range goldenMessages {
+		em, ok := tc.msg.(*ErrorMsg)
+		if !ok {
+			continue
+		}
+		n++
+		first := strings.SplitN(tc.want, "\n", 2)[0]
+		want := strings.TrimPrefix(first, "OFPT_ERROR (OF1.5) (xid=0x11): ")
+		serr := &SwitchError{Code: em.Code, Experimenter: em.Experimenter, Xid: 0x11, Index: -1}
+		if got := ErrorName(em.Code, em.Experimenter); got != want {
+			t.Errorf("%s: ErrorName = %q, ovs-ofctl prints %q", tc.name, got, want)
+		}
+		if !strings.Contains(serr.Error(), want) {
+			t.Errorf("%s: SwitchError %q does not name %q", tc.name, serr.Error(), want)
+		}
+		if !errors.Is(serr, em.Code) {
+			t.Errorf("%s: errors.Is(SwitchError, its code) is false", tc.name)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("only %d error messages in goldenMessages", n)
 	}
 }

@@ -116,6 +116,8 @@ func decodeBody(h Header, r *reader) (Message, error) {
 		return decodeMeterMod(r)
 	case typePacketIn:
 		return decodePacketIn(r)
+	case typeFlowRemoved:
+		return decodeFlowRemoved(r)
 	case typePacketOut:
 		return decodePacketOut(r)
 	case typePortStatus:

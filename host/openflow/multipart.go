@@ -84,19 +84,7 @@ func (m *FlowStatsReply) appendBody(b []byte) ([]byte, error) {
 		b = put16(b, f.Importance)
 		b = put64(b, f.Cookie)
 		b = appendMatch(b, f.Match)
-		// ofp_stats with OXS duration, packet and byte counts.
-		st := len(b)
-		b = put16(b, 0)
-		b = put16(b, 0)
-		b = put32(b, 0x80020008) // OXS_OF_DURATION
-		b = put32(b, fs.DurationSec)
-		b = put32(b, fs.DurationNsec)
-		b = put32(b, 0x80020808) // OXS_OF_PACKET_COUNT
-		b = put64(b, fs.PacketCount)
-		b = put32(b, 0x80020a08) // OXS_OF_BYTE_COUNT
-		b = put64(b, fs.ByteCount)
-		setLen16(b, st+2, len(b)-st)
-		b = pad8(b, st)
+		b = appendStats(b, fs.DurationSec, fs.DurationNsec, fs.PacketCount, fs.ByteCount)
 		if b, err = appendInstructions(b, f.Instructions); err != nil {
 			return b, err
 		}
@@ -130,39 +118,8 @@ func decodeFlowDesc(r *reader) (FlowStats, error) {
 	if f.Match, err = decodeMatch(s); err != nil {
 		return fs, err
 	}
-	sst := s.off
-	s.skip(2)
-	sl := int(s.u16())
-	if s.err == nil && sl < 4 {
-		s.failf(ErrBadLength, "ofp_stats")
-		return fs, s.err
-	}
-	s.off = sst
-	stats := s.sub(sl, "ofp_stats")
-	s.skip(min((8-sl%8)%8, s.left()))
-	stats.skip(4)
-	for stats.left() >= 4 {
-		h := stats.u32()
-		v := stats.bytes(int(h & 0xff))
-		if stats.err != nil {
-			break
-		}
-		if h>>16 != 0x8002 {
-			continue
-		}
-		switch (h >> 9) & 0x7f {
-		case 0:
-			if len(v) == 8 {
-				fs.DurationSec, fs.DurationNsec = uint32(beUint(v[:4])), uint32(beUint(v[4:]))
-			}
-		case 4:
-			fs.PacketCount = beUint(v)
-		case 5:
-			fs.ByteCount = beUint(v)
-		}
-	}
-	if stats.err != nil {
-		return fs, stats.err
+	if fs.DurationSec, fs.DurationNsec, fs.PacketCount, fs.ByteCount, err = decodeStats(s); err != nil {
+		return fs, err
 	}
 	ins := s.sub(s.left(), "instructions")
 	if f.Instructions, err = decodeInstructions(&ins); err != nil {
@@ -352,6 +309,8 @@ func decodeMultipartRequest(r *reader) (Message, error) {
 		return &GroupDescRequest{GroupID: r.u32()}, r.err
 	case mpMeterStats:
 		return &MeterStatsRequest{MeterID: r.u32()}, r.err
+	case mpGroupStats:
+		return &GroupStatsRequest{GroupID: r.u32()}, r.err
 	}
 	return &MultipartUnknown{MPType: typ, Flags: flags, Body: cloneBytes(r.rest())}, nil
 }
@@ -414,6 +373,8 @@ func decodeMultipartReply(r *reader) (Message, error) {
 			m.Groups = append(m.Groups, g)
 		}
 		return m, r.err
+	case mpGroupStats:
+		return decodeGroupStatsReply(r, flags)
 	case mpMeterStats:
 		m := &MeterStatsReply{Flags: flags}
 		for r.left() > 0 {

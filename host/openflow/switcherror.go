@@ -51,6 +51,54 @@ func (c ErrorCode) String() string {
 	return fmt.Sprintf("error type %d code %d", c.Type, c.Code)
 }
 
+// Nicira extension errors in OpenFlow 1.2 and later are experimenter
+// errors: type OFPET_EXPERIMENTER, experimenter NX_VENDOR_ID, and the NX
+// error number in the code field. These are the ones OVS can send in
+// OpenFlow 1.5, named as OVS names them (lib/ofp-errors).
+var nxErrorNames = map[uint16]string{
+	2:  "NXBRC_NXM_INVALID",
+	3:  "NXBRC_NXM_BAD_TYPE",
+	4:  "NXBRC_MUST_BE_ZERO",
+	5:  "NXBRC_BAD_REASON",
+	9:  "NXBRC_FM_BAD_EVENT",
+	10: "NXBRC_UNENCODABLE_ERROR",
+	11: "NXBAC_MUST_BE_ZERO",
+	12: "NXFMFC_HARDWARE",
+	13: "NXFMFC_BAD_TABLE_ID",
+	15: "NXBAC_BAD_CONJUNCTION",
+	16: "NXTTMFC_BAD_COMMAND",
+	17: "NXTTMFC_BAD_OPT_LEN",
+	18: "NXTTMFC_BAD_FIELD_IDX",
+	19: "NXTTMFC_TABLE_FULL",
+	20: "NXTTMFC_ALREADY_MAPPED",
+	21: "NXTTMFC_DUP_ENTRY",
+	22: "OFPBFC_BAD_VERSION",
+	23: "NXQOFC_QUEUE_ERROR",
+	34: "NXR_NOT_SUPPORTED",
+	35: "NXR_STALE",
+	36: "NXST_NOT_CONFIGURED",
+}
+
+// Nicira error codes worth testing with errors.Is (the experimenter is
+// not compared: OVS sends no other vendor's errors).
+var (
+	ErrCodeNXMustBeZero     = ErrorCode{0xffff, 11}
+	ErrCodeNXBadConjunction = ErrorCode{0xffff, 15}
+)
+
+// ErrorName names an error as OVS prints it, Nicira extension errors
+// included (experimenter is the experimenter ID of an OFPET_EXPERIMENTER
+// error; 0 otherwise).
+func ErrorName(c ErrorCode, experimenter uint32) string {
+	if c.Type == 0xffff && experimenter == nxVendor {
+		if n, ok := nxErrorNames[c.Code]; ok {
+			return n
+		}
+		return fmt.Sprintf("NXET code %d", c.Code)
+	}
+	return c.String()
+}
+
 // TypeName returns the OFPET_* name of the error type.
 func (c ErrorCode) TypeName() string {
 	if int(c.Type) < len(errorTypes) {
@@ -80,7 +128,7 @@ type SwitchError struct {
 
 func (e *SwitchError) Error() string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "switch rejected request (xid=%#x): %s", e.Xid, e.Code)
+	fmt.Fprintf(&sb, "switch rejected request (xid=%#x): %s", e.Xid, ErrorName(e.Code, e.Experimenter))
 	if e.Index >= 0 {
 		fmt.Fprintf(&sb, " at batch index %d", e.Index)
 	}

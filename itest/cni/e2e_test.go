@@ -69,6 +69,10 @@ func TestDualStack(t *testing.T) {
 	if !n.PodCIDRv6.Contains(v6(a)) {
 		t.Errorf("pod a IPv6 %s not in %s", v6(a), n.PodCIDRv6)
 	}
+	// CHECK reads the IPv6 flows back from the switch too.
+	if err := c.CheckPod(a); err != nil {
+		t.Errorf("CHECK of a dual-stack pod: %v", err)
+	}
 	probe.Serve(t, b.NetNS, 8080)
 	gw6 := net.ParseIP(strings.TrimSuffix(n.PodCIDRv6.IP.String(), "::") + "::1")
 	reach(t, a.NetNS, gw6)

@@ -22,7 +22,7 @@ import (
 )
 
 // bins holds the binaries TestMain builds once per run.
-var bins struct{ agent, alpha, beta, template string }
+var bins struct{ agent, alpha, beta, gamma, template string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sy-host-bins-")
@@ -54,13 +54,13 @@ func buildBinaries(dir string) error {
 		}
 		return nil
 	}
-	if err := build(root, dir+"/", "./host/cmd/switchyard-agent", "./plugins/testplugins/alpha", "./plugins/testplugins/beta"); err != nil {
+	if err := build(root, dir+"/", "./host/cmd/switchyard-agent", "./plugins/testplugins/alpha", "./plugins/testplugins/beta", "./plugins/testplugins/gamma"); err != nil {
 		return err
 	}
 	if err := build(filepath.Join(root, "plugins", "template"), filepath.Join(dir, "template"), "."); err != nil {
 		return err
 	}
-	bins.agent, bins.alpha, bins.beta, bins.template = dir+"/switchyard-agent", dir+"/alpha", dir+"/beta", dir+"/template"
+	bins.agent, bins.alpha, bins.beta, bins.gamma, bins.template = dir+"/switchyard-agent", dir+"/alpha", dir+"/beta", dir+"/gamma", dir+"/template"
 	return nil
 }
 

@@ -295,6 +295,13 @@ func TestGroupsAndMeters(t *testing.T) {
 	if len(ms) != 1 || ms[0].MeterID != 3 || ms[0].FlowCount != 1 || len(ms[0].Bands) != 1 {
 		t.Errorf("meter stats = %+v, want meter 3 with 1 flow and 1 band", ms)
 	}
+	grs, err := c.GroupStats(ctx, of.GroupAll)
+	if err != nil {
+		t.Fatalf("GroupStats: %v", err)
+	}
+	if len(grs) != 1 || grs[0].GroupID != 5 || grs[0].RefCount != 1 || len(grs[0].Buckets) != 2 {
+		t.Errorf("group stats = %+v, want group 5 used by 1 flow with 2 buckets", grs)
+	}
 	ports, err := c.PortDesc(ctx)
 	if err != nil {
 		t.Fatalf("PortDesc: %v", err)
@@ -432,5 +439,30 @@ func TestReconnectAfterVswitchdRestart(t *testing.T) {
 	}
 	if diff := cmp.Diff(texts(flows), dumpOfctl(t, sw)); diff != "" {
 		t.Fatalf("after replay, dump-flows (-want +got):\n%s", diff)
+	}
+}
+
+// TestFlowRemovedOnTimeout: a flow with send_flow_rem and an idle timeout
+// comes back as EventFlowRemoved once the switch times it out; a flow we
+// delete ourselves does not (AsyncEvents asks for timeouts only).
+func TestFlowRemovedOnTimeout(t *testing.T) {
+	_, c := startSwitchEvents(t, "of-flowrem", of.Options{AsyncEvents: true})
+	ctx := ctxT(t, 20*time.Second)
+	idle := of.Flow{Table: 2, Priority: 7, Cookie: 0x42, IdleTimeout: 1, Flags: of.FlagSendFlowRem,
+		Match: of.Match{of.EthType(0x0800), of.Addr(of.FieldIPv4Dst, netip.MustParseAddr("10.9.9.9"))}}
+	deleted := of.Flow{Table: 2, Priority: 8, Cookie: 0x43, Flags: of.FlagSendFlowRem, Match: of.Match{of.InPort(5)}}
+	if err := c.BundleFlows(ctx, []of.FlowMod{of.AddFlow(idle), of.AddFlow(deleted)}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BundleFlows(ctx, []of.FlowMod{{Command: of.FlowDeleteStrict, Flow: deleted}}, true); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, c, of.EventFlowRemoved, 10*time.Second)
+	fr := ev.FlowRemoved
+	if fr.Reason != of.RemovedIdleTimeout || fr.Flow.Cookie != 0x42 || fr.Flow.Table != 2 || fr.Flow.Priority != 7 || fr.Flow.IdleTimeout != 1 {
+		t.Errorf("flow removed = %+v, want the idle flow (cookie 0x42) removed for idle timeout", fr)
+	}
+	if diff := cmp.Diff(idle.Match.Normalize(), fr.Flow.Match, cmpOpts...); diff != "" {
+		t.Errorf("removed flow's match (-installed +reported):\n%s", diff)
 	}
 }

@@ -13,6 +13,10 @@ const (
 	OpModify
 	// OpDelete removes an object by key (flows: table, priority, match).
 	OpDelete
+	// OpDeleteTagged removes every flow of the plugin whose Tag matches
+	// Op.Flow.Tag in the bits of Op.TagMask, in Op.Flow.Table or, when that
+	// is empty, in every table. See Batch.DeleteTagged.
+	OpDeleteTagged
 )
 
 func (k OpKind) String() string {
@@ -23,6 +27,8 @@ func (k OpKind) String() string {
 		return "modify"
 	case OpDelete:
 		return "delete"
+	case OpDeleteTagged:
+		return "delete-tagged"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -33,10 +39,18 @@ type Op struct {
 	Flow  *Flow
 	Group *Group
 	Meter *Meter
+	// TagMask is the mask of an OpDeleteTagged.
+	TagMask uint32
 }
 
 func (o Op) String() string {
 	switch {
+	case o.Kind == OpDeleteTagged && o.Flow != nil:
+		table := o.Flow.Table
+		if table == "" {
+			table = "*"
+		}
+		return fmt.Sprintf("delete-tagged table=%s, tag=%#x/%#x", table, o.Flow.Tag, o.TagMask)
 	case o.Flow != nil:
 		return o.Kind.String() + " " + o.Flow.String()
 	case o.Group != nil:
@@ -91,6 +105,17 @@ func (b *Batch) DeleteFlows(fs ...Flow) *Batch {
 	return b
 }
 
+// DeleteTagged appends the deletion of every flow of the plugin whose Tag
+// matches tag in the bits set in mask, in table (empty: in every table),
+// without naming them one by one: the switch and the host's flow store
+// both drop them, atomically with the rest of the batch. A plugin that
+// tags a pod's or a rule's flows with its ID removes them all this way.
+// A mask of 0 matches every tag.
+func (b *Batch) DeleteTagged(table string, tag, mask uint32) *Batch {
+	b.Ops = append(b.Ops, Op{Kind: OpDeleteTagged, Flow: &Flow{Table: table, Tag: tag & mask}, TagMask: mask})
+	return b
+}
+
 func (b *Batch) AddGroup(g Group) *Batch    { return b.add(OpAdd, nil, &g, nil) }
 func (b *Batch) ModifyGroup(g Group) *Batch { return b.add(OpModify, nil, &g, nil) }
 func (b *Batch) DeleteGroup(id uint32) *Batch {
@@ -121,8 +146,14 @@ func (b *Batch) Validate() error {
 		if n != 1 {
 			return fmt.Errorf("batch op %d: exactly one of flow, group, meter must be set (got %d)", i, n)
 		}
-		if o.Kind < OpAdd || o.Kind > OpDelete {
+		if o.Kind < OpAdd || o.Kind > OpDeleteTagged {
 			return fmt.Errorf("batch op %d: unknown kind %d", i, o.Kind)
+		}
+		if o.Kind == OpDeleteTagged {
+			if o.Flow == nil {
+				return fmt.Errorf("batch op %d: delete-tagged applies to flows only", i)
+			}
+			continue
 		}
 		if o.Kind == OpDelete {
 			if o.Flow != nil && o.Flow.Table == "" {

@@ -9,7 +9,7 @@
 //
 // Where to start: Flow (flow.go), Match (match.go), the action constructors
 // (action.go; ct.go for conntrack and NAT, learn.go for learn), Batch
-// (batch.go). Every Flow, Group and Meter has one canonical text form
+// (batch.go; DeleteTagged removes a plugin's flows by tag). Every Flow, Group and Meter has one canonical text form
 // (String), close to what `ovs-ofctl dump-flows` prints, used in logs,
 // errors and test expectations. Resolved by the host (register bits, table
 // and group IDs), the text of every action and match field added since the

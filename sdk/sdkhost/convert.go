@@ -53,7 +53,8 @@ func toPBPodInterfaceEvent(r sdk.PodInterfaceEventRequest) *pb.PodInterfaceEvent
 }
 
 func toPBPacketIn(r sdk.PacketInRequest) *pb.PacketInRequest {
-	return &pb.PacketInRequest{Table: r.Table, TableId: uint32(r.TableID), Tag: r.Tag, InPort: r.InPort, Userdata: r.Userdata, Data: r.Data}
+	return &pb.PacketInRequest{Table: r.Table, TableId: uint32(r.TableID), Tag: r.Tag, InPort: r.InPort, Userdata: r.Userdata, Data: r.Data,
+		Fields: toPBFields(r.Fields), Ct: toPBCT(r.CT)}
 }
 
 func toPBNodeEvent(r sdk.NodeEventRequest) *pb.NodeEventRequest {
@@ -145,5 +146,5 @@ func fromPBPortRequest(r *pb.PortRequest) sdk.PortRequest {
 }
 
 func fromPBPacketOut(p *pb.PacketOutRequest) sdk.PacketOut {
-	return sdk.PacketOut{InPort: p.GetInPort(), Actions: fromproto.Actions(p.GetActions()), Resubmit: p.GetResubmit(), Data: p.GetData()}
+	return sdk.PacketOut{InPort: p.GetInPort(), Actions: fromproto.Actions(p.GetActions()), Resubmit: p.GetResubmit(), Data: p.GetData(), ResumeTable: p.GetResumeTable()}
 }

@@ -22,6 +22,10 @@ type HostService interface {
 	PacketOut(ctx context.Context, p sdk.PacketOut) error
 	NodeFacts(ctx context.Context) (sdk.NodeFacts, error)
 	Synced(ctx context.Context) error
+	// Read-back: only the calling plugin's flows, groups and meters.
+	Flows(ctx context.Context, f sdk.FlowFilter) ([]sdk.FlowStats, error)
+	GroupStats(ctx context.Context, ids ...uint32) ([]sdk.GroupStats, error)
+	MeterStats(ctx context.Context, ids ...uint32) ([]sdk.MeterStats, error)
 }
 
 // hostServer adapts a HostService to the wire.

@@ -5,10 +5,10 @@
 // step when a later one fails.
 //
 // CHECK verifies the pod interface (MAC, MTU, state, addresses, routes),
-// the host end, the OVS port and its ofport, and the IPAM allocation, and
-// validates the pod's computed flows. The SDK has no call to read flows
-// back from the switch, so whether they are still installed is not
-// checked; the host replays them after an ovs-vswitchd restart.
+// the host end, the OVS port and its ofport, and the IPAM allocation,
+// validates the pod's computed flows, and reads the pod's flows back from
+// the switch (Host.Flows, by the pod's tag) to confirm each one is really
+// installed with the actions podnet computed; a missing one is named.
 //
 // Its own record of attached pods (state.go) is persisted, so after a
 // restart it re-submits every pod's flows before telling the host it is

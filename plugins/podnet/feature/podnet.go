@@ -371,7 +371,7 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	undo = append(undo, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if e := p.host.Apply(ctx, flow.NewBatch().DeleteFlows(podFlows...)); e != nil {
+		if e := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", port.OFPort, ^uint32(0))); e != nil {
 			log.Error("rollback: deleting flows", "error", e)
 		}
 	})
@@ -429,8 +429,10 @@ func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 	if perr == nil && rec.OFPort == 0 {
 		rec.OFPort = port.OFPort
 	}
-	if rec.OFPort != 0 && len(rec.IPs) > 0 {
-		if err := p.host.Apply(ctx, flow.NewBatch().DeleteFlows(flows.PodFlows(p.gw, endpoint(rec))...)); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+	if rec.OFPort != 0 {
+		// Every flow of the pod carries its ofport as the tag: delete them
+		// by tag, whatever they were computed from when the pod was added.
+		if err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", rec.OFPort, ^uint32(0))); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("deleting flows: %w", err))
 		}
 	}
@@ -488,14 +490,51 @@ func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.C
 			problems = append(problems, fmt.Sprintf("IPAM no longer holds %s for this pod", ip))
 		}
 	}
-	for _, f := range flows.PodFlows(p.gw, endpoint(rec)) {
+	want := flows.PodFlows(p.gw, endpoint(rec))
+	for _, f := range want {
 		if err := f.Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("flow %s is invalid: %v", f.String(), err))
 		}
 	}
+	problems = append(problems, p.checkFlowsOnSwitch(ctx, rec.OFPort, want)...)
 	if len(problems) > 0 {
 		return cnierr.New(cnierr.CheckFailed, fmt.Sprintf("pod %s/%s is not wired correctly: %s", a.PodNamespace, a.PodName, strings.Join(problems, "; ")),
 			"DEL and ADD the sandbox again to repair it")
 	}
 	return nil
+}
+
+// checkFlowsOnSwitch reads the pod's flows back from the switch (they
+// carry the pod's ofport as their tag) and names every wanted flow that
+// is missing or holds other actions. Jumps are not compared: the switch
+// holds them resolved to a table, the plugin writes them by stage.
+func (p *Podnet) checkFlowsOnSwitch(ctx context.Context, tag uint32, want []flow.Flow) []string {
+	got, err := p.host.Flows(ctx, sdk.FlowFilter{Tag: tag, TagMask: ^uint32(0)})
+	if err != nil {
+		return []string{fmt.Sprintf("cannot read the pod's flows back from the switch: %v", err)}
+	}
+	have := make(map[flow.Key]flow.Flow, len(got))
+	for _, s := range got {
+		have[s.Flow.Key()] = s.Flow
+	}
+	var problems []string
+	for _, f := range want {
+		g, ok := have[f.Key()]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("flow %s is not on the switch", f.String()))
+			continue
+		}
+		if a, b := actionsText(f.Actions), actionsText(g.Actions); a != b {
+			problems = append(problems, fmt.Sprintf("flow %s holds actions %s on the switch, want %s", f.Key(), b, a))
+		}
+	}
+	return problems
+}
+
+func actionsText(as []flow.Action) string {
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = a.String()
+	}
+	return strings.Join(parts, ",")
 }

@@ -32,6 +32,7 @@ const (
 	batchFlows, batchGroups, batchMeters = 1, 2, 3
 
 	flowTable, flowPriority, flowMatch, flowActions, flowGoto, flowTag, flowIdle, flowHard, flowOp = 1, 2, 3, 4, 5, 6, 7, 8, 9
+	flowTagMask                                                                                    = 20
 
 	mfKind, mfField, mfValue, mfMask = 1, 2, 3, 4
 
@@ -249,7 +250,7 @@ func (e *encoder) appendAction(b []byte, a flow.Action) ([]byte, error) {
 	return b, nil
 }
 
-func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) ([]byte, error) {
+func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind, tagMask uint32) ([]byte, error) {
 	b = appendStringField(b, flowTable, f.Table)
 	b = appendVarintField(b, flowPriority, uint64(f.Priority))
 	for _, m := range f.Match.Fields() {
@@ -277,7 +278,8 @@ func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind) ([]byte, er
 	b = appendVarintField(b, flowTag, uint64(f.Tag))
 	b = appendVarintField(b, flowIdle, uint64(f.IdleTimeout))
 	b = appendVarintField(b, flowHard, uint64(f.HardTimeout))
-	return appendVarintField(b, flowOp, uint64(op)), nil
+	b = appendVarintField(b, flowOp, uint64(op))
+	return appendVarintField(b, flowTagMask, uint64(tagMask)), nil
 }
 
 // Append appends the encoded batch to b. The result is a serialized
@@ -287,7 +289,7 @@ func Append(b []byte, batch *flow.Batch) ([]byte, error) {
 	for _, o := range batch.Ops {
 		switch {
 		case o.Flow != nil:
-			fb, err := e.appendFlow(e.scratch[0][:0], o.Flow, o.Kind)
+			fb, err := e.appendFlow(e.scratch[0][:0], o.Flow, o.Kind, o.TagMask)
 			if err != nil {
 				return nil, err
 			}
@@ -765,6 +767,7 @@ func carve(arena *[]byte, d []byte) []byte {
 type decodedFlow struct {
 	f          flow.Flow
 	op         flow.OpKind
+	tagMask    uint32
 	start, end int // match fields in the slab
 	aStart     int // actions in the action slab
 	aEnd       int
@@ -787,6 +790,8 @@ func (dc *decoder) decodeFlow(data []byte) (decodedFlow, error) {
 				f.HardTimeout = uint16(small(v, 0xffff))
 			case flowOp:
 				out.op = flow.OpKind(small(v, 255))
+			case flowTagMask:
+				out.tagMask = uint32(small(v, 0xffffffff))
 			}
 			continue
 		}
@@ -891,7 +896,7 @@ func Decode(data []byte) (*flow.Batch, error) {
 		if f.aEnd > f.aStart {
 			f.f.Actions = sl.actions[f.aStart:f.aEnd:f.aEnd]
 		}
-		out.Ops = append(out.Ops, flow.Op{Kind: f.op, Flow: &f.f})
+		out.Ops = append(out.Ops, flow.Op{Kind: f.op, Flow: &f.f, TagMask: f.tagMask})
 	}
 	return out, nil
 }

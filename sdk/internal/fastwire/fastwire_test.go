@@ -55,7 +55,9 @@ func sample() *flow.Batch {
 		).
 		AddFlows(vocabulary()...).
 		ModifyFlows(flow.Flow{Table: "a", Priority: 5}).
-		DeleteFlows(flow.Flow{Table: "a", Priority: 5})
+		DeleteFlows(flow.Flow{Table: "a", Priority: 5}).
+		DeleteTagged("a", 0x1200, 0xff00).
+		DeleteTagged("", 7, 0xffffffff)
 }
 
 // vocabulary is one flow per flowtest match sample and one holding every

@@ -215,7 +215,7 @@ func Batch(b *pb.Batch) *flow.Batch {
 		n := len(f.GetMatch())
 		flowInto(&flows[i], f, fields[:n:n])
 		fields = fields[n:]
-		out.Ops = append(out.Ops, flow.Op{Kind: opKind(f.GetOp()), Flow: &flows[i]})
+		out.Ops = append(out.Ops, flow.Op{Kind: opKind(f.GetOp()), Flow: &flows[i], TagMask: f.GetTagMask()})
 	}
 	return out
 }

@@ -196,7 +196,7 @@ func Batch(b *flow.Batch) *pb.Batch {
 			n := o.Flow.Match.Len()
 			flowInto(f, o.Flow, fields[:n:n], ptrs[:n:n])
 			fields, ptrs = fields[n:], ptrs[n:]
-			f.Op = uint32(o.Kind)
+			f.Op, f.TagMask = uint32(o.Kind), o.TagMask
 			out.Flows = append(out.Flows, f)
 		case o.Group != nil:
 			g := Group(o.Group)

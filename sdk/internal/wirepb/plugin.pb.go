@@ -1126,13 +1126,16 @@ func (x *PodInterfaceEventRequest) GetInterface() *PodInterface {
 }
 
 type PacketInRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	TableId       uint32                 `protobuf:"varint,2,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
-	Tag           uint32                 `protobuf:"varint,3,opt,name=tag,proto3" json:"tag,omitempty"`
-	InPort        uint32                 `protobuf:"varint,4,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
-	Userdata      []byte                 `protobuf:"bytes,5,opt,name=userdata,proto3" json:"userdata,omitempty"`
-	Data          []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	TableId  uint32                 `protobuf:"varint,2,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Tag      uint32                 `protobuf:"varint,3,opt,name=tag,proto3" json:"tag,omitempty"`
+	InPort   uint32                 `protobuf:"varint,4,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
+	Userdata []byte                 `protobuf:"bytes,5,opt,name=userdata,proto3" json:"userdata,omitempty"`
+	Data     []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	// The packet's metadata at the controller action (read-back, ≥ 20).
+	Fields        []*FieldValue `protobuf:"bytes,20,rep,name=fields,proto3" json:"fields,omitempty"`
+	Ct            *CTInfo       `protobuf:"bytes,22,opt,name=ct,proto3" json:"ct,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1209,6 +1212,267 @@ func (x *PacketInRequest) GetData() []byte {
 	return nil
 }
 
+func (x *PacketInRequest) GetFields() []*FieldValue {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *PacketInRequest) GetCt() *CTInfo {
+	if x != nil {
+		return x.Ct
+	}
+	return nil
+}
+
+// FieldValue is a register field of the plugin (or a well-known one) with
+// the value the packet carried.
+type FieldValue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         *Field                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Value         uint32                 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldValue) Reset() {
+	*x = FieldValue{}
+	mi := &file_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldValue) ProtoMessage() {}
+
+func (x *FieldValue) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldValue.ProtoReflect.Descriptor instead.
+func (*FieldValue) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FieldValue) GetField() *Field {
+	if x != nil {
+		return x.Field
+	}
+	return nil
+}
+
+func (x *FieldValue) GetValue() uint32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+// CTInfo is the packet's connection-tracking state.
+type CTInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         uint32                 `protobuf:"varint,1,opt,name=state,proto3" json:"state,omitempty"`
+	Zone          uint32                 `protobuf:"varint,2,opt,name=zone,proto3" json:"zone,omitempty"`
+	Mark          uint32                 `protobuf:"varint,3,opt,name=mark,proto3" json:"mark,omitempty"`
+	Label         []byte                 `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"` // 16 bytes, big-endian
+	HasTuple      bool                   `protobuf:"varint,5,opt,name=has_tuple,json=hasTuple,proto3" json:"has_tuple,omitempty"`
+	NwSrc         string                 `protobuf:"bytes,6,opt,name=nw_src,json=nwSrc,proto3" json:"nw_src,omitempty"`
+	NwDst         string                 `protobuf:"bytes,7,opt,name=nw_dst,json=nwDst,proto3" json:"nw_dst,omitempty"`
+	NwProto       uint32                 `protobuf:"varint,8,opt,name=nw_proto,json=nwProto,proto3" json:"nw_proto,omitempty"`
+	TpSrc         uint32                 `protobuf:"varint,9,opt,name=tp_src,json=tpSrc,proto3" json:"tp_src,omitempty"`
+	TpDst         uint32                 `protobuf:"varint,10,opt,name=tp_dst,json=tpDst,proto3" json:"tp_dst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CTInfo) Reset() {
+	*x = CTInfo{}
+	mi := &file_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CTInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CTInfo) ProtoMessage() {}
+
+func (x *CTInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CTInfo.ProtoReflect.Descriptor instead.
+func (*CTInfo) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CTInfo) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *CTInfo) GetZone() uint32 {
+	if x != nil {
+		return x.Zone
+	}
+	return 0
+}
+
+func (x *CTInfo) GetMark() uint32 {
+	if x != nil {
+		return x.Mark
+	}
+	return 0
+}
+
+func (x *CTInfo) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+func (x *CTInfo) GetHasTuple() bool {
+	if x != nil {
+		return x.HasTuple
+	}
+	return false
+}
+
+func (x *CTInfo) GetNwSrc() string {
+	if x != nil {
+		return x.NwSrc
+	}
+	return ""
+}
+
+func (x *CTInfo) GetNwDst() string {
+	if x != nil {
+		return x.NwDst
+	}
+	return ""
+}
+
+func (x *CTInfo) GetNwProto() uint32 {
+	if x != nil {
+		return x.NwProto
+	}
+	return 0
+}
+
+func (x *CTInfo) GetTpSrc() uint32 {
+	if x != nil {
+		return x.TpSrc
+	}
+	return 0
+}
+
+func (x *CTInfo) GetTpDst() uint32 {
+	if x != nil {
+		return x.TpDst
+	}
+	return 0
+}
+
+type FlowRemovedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flow          *Flow                  `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
+	Reason        uint32                 `protobuf:"varint,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Packets       uint64                 `protobuf:"varint,3,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowRemovedRequest) Reset() {
+	*x = FlowRemovedRequest{}
+	mi := &file_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowRemovedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowRemovedRequest) ProtoMessage() {}
+
+func (x *FlowRemovedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowRemovedRequest.ProtoReflect.Descriptor instead.
+func (*FlowRemovedRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FlowRemovedRequest) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+func (x *FlowRemovedRequest) GetReason() uint32 {
+	if x != nil {
+		return x.Reason
+	}
+	return 0
+}
+
+func (x *FlowRemovedRequest) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *FlowRemovedRequest) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *FlowRemovedRequest) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
 type NodeInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1220,7 +1484,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1496,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1509,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{18}
+	return file_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeInfo) GetName() string {
@@ -1279,7 +1543,7 @@ type NodeEventRequest struct {
 
 func (x *NodeEventRequest) Reset() {
 	*x = NodeEventRequest{}
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1555,7 @@ func (x *NodeEventRequest) String() string {
 func (*NodeEventRequest) ProtoMessage() {}
 
 func (x *NodeEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1568,7 @@ func (x *NodeEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEventRequest.ProtoReflect.Descriptor instead.
 func (*NodeEventRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{19}
+	return file_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeEventRequest) GetKind() uint32 {
@@ -1337,7 +1601,7 @@ type Facts struct {
 
 func (x *Facts) Reset() {
 	*x = Facts{}
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1613,7 @@ func (x *Facts) String() string {
 func (*Facts) ProtoMessage() {}
 
 func (x *Facts) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1626,7 @@ func (x *Facts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Facts.ProtoReflect.Descriptor instead.
 func (*Facts) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{20}
+	return file_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Facts) GetName() string {
@@ -1433,7 +1697,7 @@ type MatchField struct {
 
 func (x *MatchField) Reset() {
 	*x = MatchField{}
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1709,7 @@ func (x *MatchField) String() string {
 func (*MatchField) ProtoMessage() {}
 
 func (x *MatchField) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1722,7 @@ func (x *MatchField) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MatchField.ProtoReflect.Descriptor instead.
 func (*MatchField) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{21}
+	return file_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MatchField) GetKind() uint32 {
@@ -1501,7 +1765,7 @@ type Jump struct {
 
 func (x *Jump) Reset() {
 	*x = Jump{}
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1777,7 @@ func (x *Jump) String() string {
 func (*Jump) ProtoMessage() {}
 
 func (x *Jump) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1790,7 @@ func (x *Jump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jump.ProtoReflect.Descriptor instead.
 func (*Jump) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{22}
+	return file_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Jump) GetKind() uint32 {
@@ -1574,7 +1838,7 @@ type CT struct {
 
 func (x *CT) Reset() {
 	*x = CT{}
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1850,7 @@ func (x *CT) String() string {
 func (*CT) ProtoMessage() {}
 
 func (x *CT) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1863,7 @@ func (x *CT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CT.ProtoReflect.Descriptor instead.
 func (*CT) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{23}
+	return file_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CT) GetCommit() bool {
@@ -1672,7 +1936,7 @@ type Operand struct {
 
 func (x *Operand) Reset() {
 	*x = Operand{}
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1948,7 @@ func (x *Operand) String() string {
 func (*Operand) ProtoMessage() {}
 
 func (x *Operand) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1961,7 @@ func (x *Operand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operand.ProtoReflect.Descriptor instead.
 func (*Operand) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{24}
+	return file_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Operand) GetField() *Field {
@@ -1743,7 +2007,7 @@ type NAT struct {
 
 func (x *NAT) Reset() {
 	*x = NAT{}
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +2019,7 @@ func (x *NAT) String() string {
 func (*NAT) ProtoMessage() {}
 
 func (x *NAT) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +2032,7 @@ func (x *NAT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NAT.ProtoReflect.Descriptor instead.
 func (*NAT) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{25}
+	return file_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NAT) GetKind() uint32 {
@@ -1832,7 +2096,7 @@ type LearnSpec struct {
 
 func (x *LearnSpec) Reset() {
 	*x = LearnSpec{}
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2108,7 @@ func (x *LearnSpec) String() string {
 func (*LearnSpec) ProtoMessage() {}
 
 func (x *LearnSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2121,7 @@ func (x *LearnSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LearnSpec.ProtoReflect.Descriptor instead.
 func (*LearnSpec) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{26}
+	return file_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LearnSpec) GetKind() uint32 {
@@ -1901,7 +2165,7 @@ type Learn struct {
 
 func (x *Learn) Reset() {
 	*x = Learn{}
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2177,7 @@ func (x *Learn) String() string {
 func (*Learn) ProtoMessage() {}
 
 func (x *Learn) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2190,7 @@ func (x *Learn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Learn.ProtoReflect.Descriptor instead.
 func (*Learn) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{27}
+	return file_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Learn) GetTable() string {
@@ -1975,7 +2239,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2251,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2264,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{28}
+	return file_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Selection) GetMethod() uint32 {
@@ -2041,7 +2305,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2317,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2330,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{29}
+	return file_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Action) GetKind() uint32 {
@@ -2175,23 +2439,26 @@ func (x *Action) GetLearn() *Learn {
 }
 
 type Flow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	Priority      uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
-	Match         []*MatchField          `protobuf:"bytes,3,rep,name=match,proto3" json:"match,omitempty"`
-	Actions       []*Action              `protobuf:"bytes,4,rep,name=actions,proto3" json:"actions,omitempty"`
-	Goto          *Jump                  `protobuf:"bytes,5,opt,name=goto,proto3" json:"goto,omitempty"`
-	Tag           uint32                 `protobuf:"varint,6,opt,name=tag,proto3" json:"tag,omitempty"`
-	IdleTimeout   uint32                 `protobuf:"varint,7,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
-	HardTimeout   uint32                 `protobuf:"varint,8,opt,name=hard_timeout,json=hardTimeout,proto3" json:"hard_timeout,omitempty"`
-	Op            uint32                 `protobuf:"varint,9,opt,name=op,proto3" json:"op,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Table       string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Priority    uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	Match       []*MatchField          `protobuf:"bytes,3,rep,name=match,proto3" json:"match,omitempty"`
+	Actions     []*Action              `protobuf:"bytes,4,rep,name=actions,proto3" json:"actions,omitempty"`
+	Goto        *Jump                  `protobuf:"bytes,5,opt,name=goto,proto3" json:"goto,omitempty"`
+	Tag         uint32                 `protobuf:"varint,6,opt,name=tag,proto3" json:"tag,omitempty"`
+	IdleTimeout uint32                 `protobuf:"varint,7,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	HardTimeout uint32                 `protobuf:"varint,8,opt,name=hard_timeout,json=hardTimeout,proto3" json:"hard_timeout,omitempty"`
+	Op          uint32                 `protobuf:"varint,9,opt,name=op,proto3" json:"op,omitempty"`
+	// tag_mask is the mask of a delete-by-tag op (op 4): every flow of the
+	// plugin whose tag matches tag under tag_mask, in table if set.
+	TagMask       uint32 `protobuf:"varint,20,opt,name=tag_mask,json=tagMask,proto3" json:"tag_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Flow) Reset() {
 	*x = Flow{}
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2470,7 @@ func (x *Flow) String() string {
 func (*Flow) ProtoMessage() {}
 
 func (x *Flow) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2483,7 @@ func (x *Flow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flow.ProtoReflect.Descriptor instead.
 func (*Flow) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{30}
+	return file_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Flow) GetTable() string {
@@ -2282,6 +2549,13 @@ func (x *Flow) GetOp() uint32 {
 	return 0
 }
 
+func (x *Flow) GetTagMask() uint32 {
+	if x != nil {
+		return x.TagMask
+	}
+	return 0
+}
+
 type Bucket struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Weight        uint32                 `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
@@ -2293,7 +2567,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2579,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2592,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{31}
+	return file_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Bucket) GetWeight() uint32 {
@@ -2356,7 +2630,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2642,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2655,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{32}
+	return file_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Group) GetId() uint32 {
@@ -2429,7 +2703,7 @@ type MeterBand struct {
 
 func (x *MeterBand) Reset() {
 	*x = MeterBand{}
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2715,7 @@ func (x *MeterBand) String() string {
 func (*MeterBand) ProtoMessage() {}
 
 func (x *MeterBand) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2728,7 @@ func (x *MeterBand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterBand.ProtoReflect.Descriptor instead.
 func (*MeterBand) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{33}
+	return file_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MeterBand) GetRate() uint32 {
@@ -2483,7 +2757,7 @@ type Meter struct {
 
 func (x *Meter) Reset() {
 	*x = Meter{}
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2769,7 @@ func (x *Meter) String() string {
 func (*Meter) ProtoMessage() {}
 
 func (x *Meter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2782,7 @@ func (x *Meter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Meter.ProtoReflect.Descriptor instead.
 func (*Meter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{34}
+	return file_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Meter) GetId() uint32 {
@@ -2553,7 +2827,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2839,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2852,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{35}
+	return file_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Batch) GetFlows() []*Flow {
@@ -2615,7 +2889,7 @@ type RawBatch struct {
 
 func (x *RawBatch) Reset() {
 	*x = RawBatch{}
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2901,7 @@ func (x *RawBatch) String() string {
 func (*RawBatch) ProtoMessage() {}
 
 func (x *RawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2914,7 @@ func (x *RawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RawBatch.ProtoReflect.Descriptor instead.
 func (*RawBatch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{36}
+	return file_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RawBatch) GetBatch() []byte {
@@ -2658,7 +2932,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_plugin_proto_msgTypes[37]
+	mi := &file_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2944,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[37]
+	mi := &file_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2957,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{37}
+	return file_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 type PortRequest struct {
@@ -2699,7 +2973,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_plugin_proto_msgTypes[38]
+	mi := &file_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2985,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[38]
+	mi := &file_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2998,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{38}
+	return file_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PortRequest) GetName() string {
@@ -2771,7 +3045,7 @@ type PortName struct {
 
 func (x *PortName) Reset() {
 	*x = PortName{}
-	mi := &file_plugin_proto_msgTypes[39]
+	mi := &file_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3057,7 @@ func (x *PortName) String() string {
 func (*PortName) ProtoMessage() {}
 
 func (x *PortName) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[39]
+	mi := &file_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3070,7 @@ func (x *PortName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortName.ProtoReflect.Descriptor instead.
 func (*PortName) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{39}
+	return file_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PortName) GetName() string {
@@ -2818,7 +3092,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[40]
+	mi := &file_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3104,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[40]
+	mi := &file_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3117,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{40}
+	return file_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Port) GetName() string {
@@ -2875,18 +3149,21 @@ func (x *Port) GetOwner() string {
 }
 
 type PacketOutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InPort        uint32                 `protobuf:"varint,1,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
-	Actions       []*Action              `protobuf:"bytes,2,rep,name=actions,proto3" json:"actions,omitempty"`
-	Resubmit      bool                   `protobuf:"varint,3,opt,name=resubmit,proto3" json:"resubmit,omitempty"`
-	Data          []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	InPort   uint32                 `protobuf:"varint,1,opt,name=in_port,json=inPort,proto3" json:"in_port,omitempty"`
+	Actions  []*Action              `protobuf:"bytes,2,rep,name=actions,proto3" json:"actions,omitempty"`
+	Resubmit bool                   `protobuf:"varint,3,opt,name=resubmit,proto3" json:"resubmit,omitempty"`
+	Data     []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	// resume_table continues the packet in this table of the plugin after
+	// the actions (instead of table 0 with resubmit).
+	ResumeTable   string `protobuf:"bytes,20,opt,name=resume_table,json=resumeTable,proto3" json:"resume_table,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[41]
+	mi := &file_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3175,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[41]
+	mi := &file_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3188,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{41}
+	return file_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -2938,6 +3215,539 @@ func (x *PacketOutRequest) GetResubmit() bool {
 func (x *PacketOutRequest) GetData() []byte {
 	if x != nil {
 		return x.Data
+	}
+	return nil
+}
+
+func (x *PacketOutRequest) GetResumeTable() string {
+	if x != nil {
+		return x.ResumeTable
+	}
+	return ""
+}
+
+type FlowsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Tag           uint32                 `protobuf:"varint,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	TagMask       uint32                 `protobuf:"varint,3,opt,name=tag_mask,json=tagMask,proto3" json:"tag_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowsRequest) Reset() {
+	*x = FlowsRequest{}
+	mi := &file_plugin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowsRequest) ProtoMessage() {}
+
+func (x *FlowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowsRequest.ProtoReflect.Descriptor instead.
+func (*FlowsRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *FlowsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *FlowsRequest) GetTag() uint32 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+func (x *FlowsRequest) GetTagMask() uint32 {
+	if x != nil {
+		return x.TagMask
+	}
+	return 0
+}
+
+type FlowStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flow          *Flow                  `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
+	Packets       uint64                 `protobuf:"varint,2,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,4,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowStat) Reset() {
+	*x = FlowStat{}
+	mi := &file_plugin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowStat) ProtoMessage() {}
+
+func (x *FlowStat) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowStat.ProtoReflect.Descriptor instead.
+func (*FlowStat) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *FlowStat) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+func (x *FlowStat) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *FlowStat) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *FlowStat) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+type FlowsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flows         []*FlowStat            `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowsResponse) Reset() {
+	*x = FlowsResponse{}
+	mi := &file_plugin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowsResponse) ProtoMessage() {}
+
+func (x *FlowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowsResponse.ProtoReflect.Descriptor instead.
+func (*FlowsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *FlowsResponse) GetFlows() []*FlowStat {
+	if x != nil {
+		return x.Flows
+	}
+	return nil
+}
+
+// StatsRequest names plugin-local group or meter IDs; none means all of
+// the plugin's.
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []uint32               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_plugin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *StatsRequest) GetIds() []uint32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type Counter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Packets       uint64                 `protobuf:"varint,1,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Counter) Reset() {
+	*x = Counter{}
+	mi := &file_plugin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Counter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Counter) ProtoMessage() {}
+
+func (x *Counter) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Counter.ProtoReflect.Descriptor instead.
+func (*Counter) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *Counter) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *Counter) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type GroupStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	RefCount      uint32                 `protobuf:"varint,2,opt,name=ref_count,json=refCount,proto3" json:"ref_count,omitempty"`
+	Packets       uint64                 `protobuf:"varint,3,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Buckets       []*Counter             `protobuf:"bytes,6,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStat) Reset() {
+	*x = GroupStat{}
+	mi := &file_plugin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStat) ProtoMessage() {}
+
+func (x *GroupStat) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStat.ProtoReflect.Descriptor instead.
+func (*GroupStat) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GroupStat) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GroupStat) GetRefCount() uint32 {
+	if x != nil {
+		return x.RefCount
+	}
+	return 0
+}
+
+func (x *GroupStat) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *GroupStat) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *GroupStat) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *GroupStat) GetBuckets() []*Counter {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+type GroupStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupStat           `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsResponse) Reset() {
+	*x = GroupStatsResponse{}
+	mi := &file_plugin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsResponse) ProtoMessage() {}
+
+func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
+func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GroupStatsResponse) GetGroups() []*GroupStat {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type MeterStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	FlowCount     uint32                 `protobuf:"varint,2,opt,name=flow_count,json=flowCount,proto3" json:"flow_count,omitempty"`
+	Packets       uint64                 `protobuf:"varint,3,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	DurationNs    uint64                 `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Bands         []*Counter             `protobuf:"bytes,6,rep,name=bands,proto3" json:"bands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeterStat) Reset() {
+	*x = MeterStat{}
+	mi := &file_plugin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeterStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeterStat) ProtoMessage() {}
+
+func (x *MeterStat) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeterStat.ProtoReflect.Descriptor instead.
+func (*MeterStat) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *MeterStat) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MeterStat) GetFlowCount() uint32 {
+	if x != nil {
+		return x.FlowCount
+	}
+	return 0
+}
+
+func (x *MeterStat) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *MeterStat) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *MeterStat) GetDurationNs() uint64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *MeterStat) GetBands() []*Counter {
+	if x != nil {
+		return x.Bands
+	}
+	return nil
+}
+
+type MeterStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meters        []*MeterStat           `protobuf:"bytes,1,rep,name=meters,proto3" json:"meters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeterStatsResponse) Reset() {
+	*x = MeterStatsResponse{}
+	mi := &file_plugin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeterStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeterStatsResponse) ProtoMessage() {}
+
+func (x *MeterStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeterStatsResponse.ProtoReflect.Descriptor instead.
+func (*MeterStatsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *MeterStatsResponse) GetMeters() []*MeterStat {
+	if x != nil {
+		return x.Meters
 	}
 	return nil
 }
@@ -3022,14 +3832,39 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03mtu\x18\x04 \x01(\rR\x03mtu\"p\n" +
 	"\x18PodInterfaceEventRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12@\n" +
-	"\tinterface\x18\x02 \x01(\v2\".switchyard.plugin.v1.PodInterfaceR\tinterface\"\x9d\x01\n" +
+	"\tinterface\x18\x02 \x01(\v2\".switchyard.plugin.v1.PodInterfaceR\tinterface\"\x85\x02\n" +
 	"\x0fPacketInRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x19\n" +
 	"\btable_id\x18\x02 \x01(\rR\atableId\x12\x10\n" +
 	"\x03tag\x18\x03 \x01(\rR\x03tag\x12\x17\n" +
 	"\ain_port\x18\x04 \x01(\rR\x06inPort\x12\x1a\n" +
 	"\buserdata\x18\x05 \x01(\fR\buserdata\x12\x12\n" +
-	"\x04data\x18\x06 \x01(\fR\x04data\"V\n" +
+	"\x04data\x18\x06 \x01(\fR\x04data\x128\n" +
+	"\x06fields\x18\x14 \x03(\v2 .switchyard.plugin.v1.FieldValueR\x06fields\x12,\n" +
+	"\x02ct\x18\x16 \x01(\v2\x1c.switchyard.plugin.v1.CTInfoR\x02ct\"U\n" +
+	"\n" +
+	"FieldValue\x121\n" +
+	"\x05field\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FieldR\x05field\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value\"\xf0\x01\n" +
+	"\x06CTInfo\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\rR\x05state\x12\x12\n" +
+	"\x04zone\x18\x02 \x01(\rR\x04zone\x12\x12\n" +
+	"\x04mark\x18\x03 \x01(\rR\x04mark\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\fR\x05label\x12\x1b\n" +
+	"\thas_tuple\x18\x05 \x01(\bR\bhasTuple\x12\x15\n" +
+	"\x06nw_src\x18\x06 \x01(\tR\x05nwSrc\x12\x15\n" +
+	"\x06nw_dst\x18\a \x01(\tR\x05nwDst\x12\x19\n" +
+	"\bnw_proto\x18\b \x01(\rR\anwProto\x12\x15\n" +
+	"\x06tp_src\x18\t \x01(\rR\x05tpSrc\x12\x15\n" +
+	"\x06tp_dst\x18\n" +
+	" \x01(\rR\x05tpDst\"\xad\x01\n" +
+	"\x12FlowRemovedRequest\x12.\n" +
+	"\x04flow\x18\x01 \x01(\v2\x1a.switchyard.plugin.v1.FlowR\x04flow\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\rR\x06reason\x12\x18\n" +
+	"\apackets\x18\x03 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x04R\n" +
+	"durationNs\"V\n" +
 	"\bNodeInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\bnode_ips\x18\x02 \x03(\tR\anodeIps\x12\x1b\n" +
@@ -3114,7 +3949,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04mask\x18\x16 \x01(\fR\x04mask\x12\x16\n" +
 	"\x06reason\x18\x17 \x01(\rR\x06reason\x12.\n" +
 	"\x04jump\x18\x18 \x01(\v2\x1a.switchyard.plugin.v1.JumpR\x04jump\x121\n" +
-	"\x05learn\x18\x19 \x01(\v2\x1b.switchyard.plugin.v1.LearnR\x05learnJ\x04\b\x04\x10\x05\"\xc0\x02\n" +
+	"\x05learn\x18\x19 \x01(\v2\x1b.switchyard.plugin.v1.LearnR\x05learnJ\x04\b\x04\x10\x05\"\xdb\x02\n" +
 	"\x04Flow\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x126\n" +
@@ -3124,7 +3959,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03tag\x18\x06 \x01(\rR\x03tag\x12!\n" +
 	"\fidle_timeout\x18\a \x01(\rR\vidleTimeout\x12!\n" +
 	"\fhard_timeout\x18\b \x01(\rR\vhardTimeout\x12\x0e\n" +
-	"\x02op\x18\t \x01(\rR\x02op\"w\n" +
+	"\x02op\x18\t \x01(\rR\x02op\x12\x19\n" +
+	"\btag_mask\x18\x14 \x01(\rR\atagMask\"w\n" +
 	"\x06Bucket\x12\x16\n" +
 	"\x06weight\x18\x01 \x01(\rR\x06weight\x12\x1d\n" +
 	"\n" +
@@ -3169,12 +4005,51 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06ofport\x18\x02 \x01(\rR\x06ofport\x12\x10\n" +
 	"\x03mac\x18\x03 \x01(\fR\x03mac\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x93\x01\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\xb6\x01\n" +
 	"\x10PacketOutRequest\x12\x17\n" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +
 	"\bresubmit\x18\x03 \x01(\bR\bresubmit\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data*\x99\x03\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12!\n" +
+	"\fresume_table\x18\x14 \x01(\tR\vresumeTable\"Q\n" +
+	"\fFlowsRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\rR\x03tag\x12\x19\n" +
+	"\btag_mask\x18\x03 \x01(\rR\atagMask\"\x8b\x01\n" +
+	"\bFlowStat\x12.\n" +
+	"\x04flow\x18\x01 \x01(\v2\x1a.switchyard.plugin.v1.FlowR\x04flow\x12\x18\n" +
+	"\apackets\x18\x02 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x04 \x01(\x04R\n" +
+	"durationNs\"E\n" +
+	"\rFlowsResponse\x124\n" +
+	"\x05flows\x18\x01 \x03(\v2\x1e.switchyard.plugin.v1.FlowStatR\x05flows\" \n" +
+	"\fStatsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"9\n" +
+	"\aCounter\x12\x18\n" +
+	"\apackets\x18\x01 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc2\x01\n" +
+	"\tGroupStat\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1b\n" +
+	"\tref_count\x18\x02 \x01(\rR\brefCount\x12\x18\n" +
+	"\apackets\x18\x03 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x04R\n" +
+	"durationNs\x127\n" +
+	"\abuckets\x18\x06 \x03(\v2\x1d.switchyard.plugin.v1.CounterR\abuckets\"M\n" +
+	"\x12GroupStatsResponse\x127\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1f.switchyard.plugin.v1.GroupStatR\x06groups\"\xc0\x01\n" +
+	"\tMeterStat\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1d\n" +
+	"\n" +
+	"flow_count\x18\x02 \x01(\rR\tflowCount\x12\x18\n" +
+	"\apackets\x18\x03 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x04R\n" +
+	"durationNs\x123\n" +
+	"\x05bands\x18\x06 \x03(\v2\x1d.switchyard.plugin.v1.CounterR\x05bands\"M\n" +
+	"\x12MeterStatsResponse\x127\n" +
+	"\x06meters\x18\x01 \x03(\v2\x1f.switchyard.plugin.v1.MeterStatR\x06meters*\x99\x03\n" +
 	"\n" +
 	"ActionKind\x12\x12\n" +
 	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
@@ -3197,7 +4072,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fACTION_CT_CLEAR\x10\x10\x12\x13\n" +
 	"\x0fACTION_RESUBMIT\x10\x11\x12\x0f\n" +
 	"\vACTION_NOTE\x10\x12\x12\x10\n" +
-	"\fACTION_LEARN\x10\x132\xef\x05\n" +
+	"\fACTION_LEARN\x10\x132\xc5\x06\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -3207,7 +4082,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\bCNICheck\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12`\n" +
 	"\x11PodInterfaceEvent\x12..switchyard.plugin.v1.PodInterfaceEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12N\n" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
-	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x90\x04\n" +
+	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
+	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x9a\x06\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -3217,7 +4093,12 @@ const file_plugin_proto_rawDesc = "" +
 	"\aGetPort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1a.switchyard.plugin.v1.Port\x12P\n" +
 	"\tPacketOut\x12&.switchyard.plugin.v1.PacketOutRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12E\n" +
 	"\tNodeFacts\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Facts\x12B\n" +
-	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.EmptyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
+	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
+	"\x05Flows\x12\".switchyard.plugin.v1.FlowsRequest\x1a#.switchyard.plugin.v1.FlowsResponse\x12Z\n" +
+	"\n" +
+	"GroupStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.GroupStatsResponse\x12Z\n" +
+	"\n" +
+	"MeterStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.MeterStatsResponseB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -3232,7 +4113,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -3253,111 +4134,141 @@ var file_plugin_proto_goTypes = []any{
 	(*CNIAddResponse)(nil),           // 16: switchyard.plugin.v1.CNIAddResponse
 	(*PodInterfaceEventRequest)(nil), // 17: switchyard.plugin.v1.PodInterfaceEventRequest
 	(*PacketInRequest)(nil),          // 18: switchyard.plugin.v1.PacketInRequest
-	(*NodeInfo)(nil),                 // 19: switchyard.plugin.v1.NodeInfo
-	(*NodeEventRequest)(nil),         // 20: switchyard.plugin.v1.NodeEventRequest
-	(*Facts)(nil),                    // 21: switchyard.plugin.v1.Facts
-	(*MatchField)(nil),               // 22: switchyard.plugin.v1.MatchField
-	(*Jump)(nil),                     // 23: switchyard.plugin.v1.Jump
-	(*CT)(nil),                       // 24: switchyard.plugin.v1.CT
-	(*Operand)(nil),                  // 25: switchyard.plugin.v1.Operand
-	(*NAT)(nil),                      // 26: switchyard.plugin.v1.NAT
-	(*LearnSpec)(nil),                // 27: switchyard.plugin.v1.LearnSpec
-	(*Learn)(nil),                    // 28: switchyard.plugin.v1.Learn
-	(*Selection)(nil),                // 29: switchyard.plugin.v1.Selection
-	(*Action)(nil),                   // 30: switchyard.plugin.v1.Action
-	(*Flow)(nil),                     // 31: switchyard.plugin.v1.Flow
-	(*Bucket)(nil),                   // 32: switchyard.plugin.v1.Bucket
-	(*Group)(nil),                    // 33: switchyard.plugin.v1.Group
-	(*MeterBand)(nil),                // 34: switchyard.plugin.v1.MeterBand
-	(*Meter)(nil),                    // 35: switchyard.plugin.v1.Meter
-	(*Batch)(nil),                    // 36: switchyard.plugin.v1.Batch
-	(*RawBatch)(nil),                 // 37: switchyard.plugin.v1.RawBatch
-	(*ApplyResponse)(nil),            // 38: switchyard.plugin.v1.ApplyResponse
-	(*PortRequest)(nil),              // 39: switchyard.plugin.v1.PortRequest
-	(*PortName)(nil),                 // 40: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 41: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 42: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 43: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 44: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 45: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 46: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*FieldValue)(nil),               // 19: switchyard.plugin.v1.FieldValue
+	(*CTInfo)(nil),                   // 20: switchyard.plugin.v1.CTInfo
+	(*FlowRemovedRequest)(nil),       // 21: switchyard.plugin.v1.FlowRemovedRequest
+	(*NodeInfo)(nil),                 // 22: switchyard.plugin.v1.NodeInfo
+	(*NodeEventRequest)(nil),         // 23: switchyard.plugin.v1.NodeEventRequest
+	(*Facts)(nil),                    // 24: switchyard.plugin.v1.Facts
+	(*MatchField)(nil),               // 25: switchyard.plugin.v1.MatchField
+	(*Jump)(nil),                     // 26: switchyard.plugin.v1.Jump
+	(*CT)(nil),                       // 27: switchyard.plugin.v1.CT
+	(*Operand)(nil),                  // 28: switchyard.plugin.v1.Operand
+	(*NAT)(nil),                      // 29: switchyard.plugin.v1.NAT
+	(*LearnSpec)(nil),                // 30: switchyard.plugin.v1.LearnSpec
+	(*Learn)(nil),                    // 31: switchyard.plugin.v1.Learn
+	(*Selection)(nil),                // 32: switchyard.plugin.v1.Selection
+	(*Action)(nil),                   // 33: switchyard.plugin.v1.Action
+	(*Flow)(nil),                     // 34: switchyard.plugin.v1.Flow
+	(*Bucket)(nil),                   // 35: switchyard.plugin.v1.Bucket
+	(*Group)(nil),                    // 36: switchyard.plugin.v1.Group
+	(*MeterBand)(nil),                // 37: switchyard.plugin.v1.MeterBand
+	(*Meter)(nil),                    // 38: switchyard.plugin.v1.Meter
+	(*Batch)(nil),                    // 39: switchyard.plugin.v1.Batch
+	(*RawBatch)(nil),                 // 40: switchyard.plugin.v1.RawBatch
+	(*ApplyResponse)(nil),            // 41: switchyard.plugin.v1.ApplyResponse
+	(*PortRequest)(nil),              // 42: switchyard.plugin.v1.PortRequest
+	(*PortName)(nil),                 // 43: switchyard.plugin.v1.PortName
+	(*Port)(nil),                     // 44: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 45: switchyard.plugin.v1.PacketOutRequest
+	(*FlowsRequest)(nil),             // 46: switchyard.plugin.v1.FlowsRequest
+	(*FlowStat)(nil),                 // 47: switchyard.plugin.v1.FlowStat
+	(*FlowsResponse)(nil),            // 48: switchyard.plugin.v1.FlowsResponse
+	(*StatsRequest)(nil),             // 49: switchyard.plugin.v1.StatsRequest
+	(*Counter)(nil),                  // 50: switchyard.plugin.v1.Counter
+	(*GroupStat)(nil),                // 51: switchyard.plugin.v1.GroupStat
+	(*GroupStatsResponse)(nil),       // 52: switchyard.plugin.v1.GroupStatsResponse
+	(*MeterStat)(nil),                // 53: switchyard.plugin.v1.MeterStat
+	(*MeterStatsResponse)(nil),       // 54: switchyard.plugin.v1.MeterStatsResponse
+	nil,                              // 55: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 56: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 57: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 58: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	43, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	44, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	55, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	56, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
 	7,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
-	21, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
+	24, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	13, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
 	14, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
 	15, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
 	15, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	19, // 10: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	3,  // 11: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	23, // 12: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	26, // 13: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
-	3,  // 14: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
-	25, // 15: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
-	25, // 16: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
-	27, // 17: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
-	3,  // 18: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	24, // 19: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	25, // 20: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
-	25, // 21: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
-	23, // 22: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
-	28, // 23: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
-	22, // 24: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	30, // 25: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	23, // 26: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	30, // 27: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	32, // 28: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	29, // 29: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
-	34, // 30: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	31, // 31: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	33, // 32: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	35, // 33: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	45, // 34: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	46, // 35: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	30, // 36: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	6,  // 37: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	2,  // 38: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 39: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 40: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 41: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 42: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 43: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	17, // 44: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	18, // 45: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	20, // 46: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	37, // 47: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	39, // 48: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	40, // 49: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	40, // 50: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	42, // 51: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 52: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 53: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	5,  // 54: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 55: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 56: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	16, // 57: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 58: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 59: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	1,  // 60: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 61: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 62: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	38, // 63: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	41, // 64: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 65: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	41, // 66: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 67: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	21, // 68: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 69: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	54, // [54:70] is the sub-list for method output_type
-	38, // [38:54] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	19, // 10: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
+	20, // 11: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
+	3,  // 12: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
+	34, // 13: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
+	22, // 14: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	3,  // 15: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	26, // 16: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	29, // 17: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
+	3,  // 18: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
+	28, // 19: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
+	28, // 20: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
+	30, // 21: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
+	3,  // 22: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	27, // 23: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	28, // 24: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
+	28, // 25: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
+	26, // 26: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
+	31, // 27: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
+	25, // 28: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	33, // 29: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	26, // 30: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	33, // 31: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	35, // 32: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	32, // 33: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
+	37, // 34: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	34, // 35: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	36, // 36: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	38, // 37: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	57, // 38: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	58, // 39: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	33, // 40: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	34, // 41: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	47, // 42: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	50, // 43: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	51, // 44: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	50, // 45: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	53, // 46: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	6,  // 47: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	2,  // 48: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 49: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 50: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 51: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 52: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 53: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	17, // 54: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	18, // 55: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	23, // 56: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	21, // 57: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	40, // 58: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	42, // 59: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	43, // 60: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	43, // 61: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	45, // 62: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 63: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 64: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	46, // 65: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	49, // 66: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	49, // 67: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	5,  // 68: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 69: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 70: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	16, // 71: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 72: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 73: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	1,  // 74: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 75: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 76: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 77: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	41, // 78: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	44, // 79: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 80: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	44, // 81: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 82: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	24, // 83: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 84: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	48, // 85: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	52, // 86: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	54, // 87: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	68, // [68:88] is the sub-list for method output_type
+	48, // [48:68] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -3371,7 +4282,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

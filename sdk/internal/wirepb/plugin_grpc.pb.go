@@ -33,6 +33,7 @@ const (
 	Feature_PodInterfaceEvent_FullMethodName = "/switchyard.plugin.v1.Feature/PodInterfaceEvent"
 	Feature_PacketIn_FullMethodName          = "/switchyard.plugin.v1.Feature/PacketIn"
 	Feature_NodeEvent_FullMethodName         = "/switchyard.plugin.v1.Feature/NodeEvent"
+	Feature_FlowRemoved_FullMethodName       = "/switchyard.plugin.v1.Feature/FlowRemoved"
 )
 
 // FeatureClient is the client API for Feature service.
@@ -50,6 +51,7 @@ type FeatureClient interface {
 	PodInterfaceEvent(ctx context.Context, in *PodInterfaceEventRequest, opts ...grpc.CallOption) (*Empty, error)
 	PacketIn(ctx context.Context, in *PacketInRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeEvent(ctx context.Context, in *NodeEventRequest, opts ...grpc.CallOption) (*Empty, error)
+	FlowRemoved(ctx context.Context, in *FlowRemovedRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type featureClient struct {
@@ -150,6 +152,16 @@ func (c *featureClient) NodeEvent(ctx context.Context, in *NodeEventRequest, opt
 	return out, nil
 }
 
+func (c *featureClient) FlowRemoved(ctx context.Context, in *FlowRemovedRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Feature_FlowRemoved_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FeatureServer is the server API for Feature service.
 // All implementations must embed UnimplementedFeatureServer
 // for forward compatibility.
@@ -165,6 +177,7 @@ type FeatureServer interface {
 	PodInterfaceEvent(context.Context, *PodInterfaceEventRequest) (*Empty, error)
 	PacketIn(context.Context, *PacketInRequest) (*Empty, error)
 	NodeEvent(context.Context, *NodeEventRequest) (*Empty, error)
+	FlowRemoved(context.Context, *FlowRemovedRequest) (*Empty, error)
 	mustEmbedUnimplementedFeatureServer()
 }
 
@@ -201,6 +214,9 @@ func (UnimplementedFeatureServer) PacketIn(context.Context, *PacketInRequest) (*
 }
 func (UnimplementedFeatureServer) NodeEvent(context.Context, *NodeEventRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeEvent not implemented")
+}
+func (UnimplementedFeatureServer) FlowRemoved(context.Context, *FlowRemovedRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method FlowRemoved not implemented")
 }
 func (UnimplementedFeatureServer) mustEmbedUnimplementedFeatureServer() {}
 func (UnimplementedFeatureServer) testEmbeddedByValue()                 {}
@@ -385,6 +401,24 @@ func _Feature_NodeEvent_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Feature_FlowRemoved_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FlowRemovedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FeatureServer).FlowRemoved(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Feature_FlowRemoved_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FeatureServer).FlowRemoved(ctx, req.(*FlowRemovedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Feature_ServiceDesc is the grpc.ServiceDesc for Feature service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +462,10 @@ var Feature_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "NodeEvent",
 			Handler:    _Feature_NodeEvent_Handler,
 		},
+		{
+			MethodName: "FlowRemoved",
+			Handler:    _Feature_FlowRemoved_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "plugin.proto",
@@ -441,6 +479,9 @@ const (
 	Host_PacketOut_FullMethodName  = "/switchyard.plugin.v1.Host/PacketOut"
 	Host_NodeFacts_FullMethodName  = "/switchyard.plugin.v1.Host/NodeFacts"
 	Host_Synced_FullMethodName     = "/switchyard.plugin.v1.Host/Synced"
+	Host_Flows_FullMethodName      = "/switchyard.plugin.v1.Host/Flows"
+	Host_GroupStats_FullMethodName = "/switchyard.plugin.v1.Host/GroupStats"
+	Host_MeterStats_FullMethodName = "/switchyard.plugin.v1.Host/MeterStats"
 )
 
 // HostClient is the client API for Host service.
@@ -457,6 +498,11 @@ type HostClient interface {
 	PacketOut(ctx context.Context, in *PacketOutRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeFacts(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Facts, error)
 	Synced(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Read-back: the calling plugin's own flows, groups and meters as the
+	// switch holds them, with their counters.
+	Flows(ctx context.Context, in *FlowsRequest, opts ...grpc.CallOption) (*FlowsResponse, error)
+	GroupStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*GroupStatsResponse, error)
+	MeterStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*MeterStatsResponse, error)
 }
 
 type hostClient struct {
@@ -537,6 +583,36 @@ func (c *hostClient) Synced(ctx context.Context, in *Empty, opts ...grpc.CallOpt
 	return out, nil
 }
 
+func (c *hostClient) Flows(ctx context.Context, in *FlowsRequest, opts ...grpc.CallOption) (*FlowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FlowsResponse)
+	err := c.cc.Invoke(ctx, Host_Flows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) GroupStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*GroupStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupStatsResponse)
+	err := c.cc.Invoke(ctx, Host_GroupStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) MeterStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*MeterStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MeterStatsResponse)
+	err := c.cc.Invoke(ctx, Host_MeterStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -551,6 +627,11 @@ type HostServer interface {
 	PacketOut(context.Context, *PacketOutRequest) (*Empty, error)
 	NodeFacts(context.Context, *Empty) (*Facts, error)
 	Synced(context.Context, *Empty) (*Empty, error)
+	// Read-back: the calling plugin's own flows, groups and meters as the
+	// switch holds them, with their counters.
+	Flows(context.Context, *FlowsRequest) (*FlowsResponse, error)
+	GroupStats(context.Context, *StatsRequest) (*GroupStatsResponse, error)
+	MeterStats(context.Context, *StatsRequest) (*MeterStatsResponse, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -581,6 +662,15 @@ func (UnimplementedHostServer) NodeFacts(context.Context, *Empty) (*Facts, error
 }
 func (UnimplementedHostServer) Synced(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Synced not implemented")
+}
+func (UnimplementedHostServer) Flows(context.Context, *FlowsRequest) (*FlowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Flows not implemented")
+}
+func (UnimplementedHostServer) GroupStats(context.Context, *StatsRequest) (*GroupStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GroupStats not implemented")
+}
+func (UnimplementedHostServer) MeterStats(context.Context, *StatsRequest) (*MeterStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MeterStats not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -729,6 +819,60 @@ func _Host_Synced_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_Flows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FlowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Flows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Flows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Flows(ctx, req.(*FlowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_GroupStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).GroupStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_GroupStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).GroupStats(ctx, req.(*StatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_MeterStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).MeterStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_MeterStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).MeterStats(ctx, req.(*StatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -763,6 +907,18 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Synced",
 			Handler:    _Host_Synced_Handler,
+		},
+		{
+			MethodName: "Flows",
+			Handler:    _Host_Flows_Handler,
+		},
+		{
+			MethodName: "GroupStats",
+			Handler:    _Host_GroupStats_Handler,
+		},
+		{
+			MethodName: "MeterStats",
+			Handler:    _Host_MeterStats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

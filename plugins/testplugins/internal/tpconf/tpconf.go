@@ -32,6 +32,9 @@ type Config struct {
 	// Punt, if set, is an IP whose ICMP packets alpha sends to itself
 	// (packet-in) and re-injects towards the other port (packet-out).
 	Punt string `json:"punt"`
+	// Control, if set, is a unix socket path on which gamma serves its
+	// read-back and delete-by-tag controls to the test.
+	Control string `json:"control"`
 }
 
 // Parse decodes and checks a config section.
