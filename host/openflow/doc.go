@@ -12,6 +12,9 @@
 //   - field.go / match.go: the field table (every OXM/NXM field we know),
 //     MatchField and its constructors (Exact, Masked, Prefix, Addr, MAC, ...).
 //   - action.go, learn.go: actions, including the Nicira extensions.
+//   - group.go, selection.go: group and meter mods; a select group's
+//     selection method (hash on chosen fields, dp_hash) is OVS's
+//     NTRT_SELECTION_METHOD group property.
 //   - text.go: the canonical text form. Flow.String() is exactly the line
 //     `ovs-ofctl --no-stats dump-flows` prints, e.g.
 //     "cookie=0x5, table=3, priority=100,ip,nw_src=10.0.0.1 actions=ct(commit,zone=5),goto_table:4".

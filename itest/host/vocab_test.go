@@ -2,15 +2,20 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard.dev/switchyard/host/agent"
 	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/itest/testenv"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 	"switchyard.dev/switchyard/sdk/flow/flowtest"
@@ -168,10 +173,76 @@ func TestVocabularyOnLiveSwitch(t *testing.T) {
 			t.Errorf("dump-groups lacks %q:\n%s", want, groups)
 		}
 	}
+	// ClientIP session affinity with real packets: a learn flow pins each
+	// client (source address) to the backend register value, in a table
+	// the plugin owns. Packets enter the switch through a packet-out that
+	// runs the pipeline (OFPP_TABLE), as they would from a port.
+	aff := flow.NewBatch().AddFlows(flow.Flow{Table: "v.class", Priority: 3000, Tag: 0xaff, Match: flow.Match{}.TCP4().TCPDst(80),
+		Actions: []flow.Action{flow.Learn(flow.ActLearn{Table: "v.next", IdleTimeout: 60, HardTimeout: 600, Priority: 200, Specs: []flow.LearnSpec{
+			flow.LearnMatchValue(flow.Header(flow.MatchEthType), 0x800),
+			flow.LearnMatchValue(flow.Header(flow.MatchIPProto), 6),
+			flow.LearnMatchPacket(flow.Header(flow.MatchIPv4Src)),
+			flow.LearnMatchPacket(flow.Header(flow.MatchTCPDst)),
+			flow.LearnLoadValue(5, flow.Reg(flowtest.Mark)),
+		}})}})
+	if err := a.Apply(ctx, "local", aff, cfg.Limits); err != nil {
+		t.Fatalf("affinity flow: %v", err)
+	}
+	for _, client := range []string{"10.0.0.1", "10.0.0.2"} {
+		pkt := tcpSYN(client, "10.96.0.10", 40000, 80)
+		if err := sw.Send(ctx, &openflow.PacketOut{InPort: openflow.PortController, Actions: []openflow.Action{openflow.Output{Port: openflow.PortTable}}, Data: pkt}); err != nil {
+			t.Fatalf("packet-out: %v", err)
+		}
+	}
+	next := -1
+	for _, ts := range a.Tables() {
+		if ts.Table == "v.next" {
+			next = int(ts.ID)
+		}
+	}
+	err = testenv.Eventually("learned affinity flows", 10*time.Second, 100*time.Millisecond, func() error {
+		d := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int", fmt.Sprintf("table=%d", next))
+		for _, client := range []string{"10.0.0.1", "10.0.0.2"} {
+			want := "priority=200,tcp,nw_src=" + client + ",tp_dst=80 actions="
+			if !strings.Contains(d, want) || !strings.Contains(d, "idle_timeout=60") || !strings.Contains(d, "hard_timeout=600") {
+				return fmt.Errorf("no learned flow %q with the timeouts in:\n%s", want, d)
+			}
+		}
+		if !strings.Contains(d, "0xa0/0x1fe0->reg0") && !strings.Contains(d, "load:0x5->NXM_NX_REG0[5..12]") {
+			return fmt.Errorf("learned flows do not load the backend into mark (reg0[5..12]):\n%s", d)
+		}
+		t.Logf("learned:\n%s", d)
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+
 	meters := n.sw.Ofctl(t, "dump-meters", "br-int")
 	for _, want := range []string{"pktps burst", "type=drop rate=1000 burst_size=100", "kbps burst", "type=drop rate=20000 burst_size=4000"} {
 		if !strings.Contains(meters, want) {
 			t.Errorf("dump-meters lacks %q:\n%s", want, meters)
 		}
 	}
+}
+
+// tcpSYN builds an Ethernet/IPv4/TCP SYN (checksums left zero: the switch
+// does not check them on this path).
+func tcpSYN(src, dst string, sport, dport uint16) []byte {
+	b := make([]byte, 14+20+20)
+	copy(b[0:6], []byte{0x02, 0, 0, 0, 0, 0x02})
+	copy(b[6:12], []byte{0x02, 0, 0, 0, 0, 0x01})
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:]
+	ip[0], ip[8], ip[9] = 0x45, 64, 6
+	binary.BigEndian.PutUint16(ip[2:], 40)
+	s, d := netip.MustParseAddr(src).As4(), netip.MustParseAddr(dst).As4()
+	copy(ip[12:16], s[:])
+	copy(ip[16:20], d[:])
+	tcp := ip[20:]
+	binary.BigEndian.PutUint16(tcp[0:], sport)
+	binary.BigEndian.PutUint16(tcp[2:], dport)
+	tcp[12], tcp[13] = 5<<4, 0x02
+	binary.BigEndian.PutUint16(tcp[14:], 65535)
+	return b
 }

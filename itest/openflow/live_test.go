@@ -262,8 +262,8 @@ func TestGroupsAndMeters(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	g := &of.GroupMod{Command: of.GroupAdd, Type: of.GroupTypeSelect, GroupID: 5,
 		Selection: &of.GroupSelection{Method: "hash", Fields: []of.Field{of.FieldIPv4Src, of.FieldTCPSrc}}, Buckets: []of.Bucket{
-		{ID: 0, Weight: 100, Actions: []of.Action{of.ResubmitTable(10)}},
-		{ID: 1, Weight: 50, Actions: []of.Action{of.Output{Port: of.PortLocal}}}}}
+			{ID: 0, Weight: 100, Actions: []of.Action{of.ResubmitTable(10)}},
+			{ID: 1, Weight: 50, Actions: []of.Action{of.Output{Port: of.PortLocal}}}}}
 	if _, err := c.Request(ctx, g); err != nil {
 		t.Fatalf("group add: %v", err)
 	}

@@ -332,6 +332,9 @@ func (o Operand) nxmText(p Printer) string {
 		}
 		return subfieldText(fmt.Sprintf("NXM_NX_REG%d", b.Reg), int(b.Offset), int(b.Width), 32)
 	}
+	if !o.header.Valid() || matchKinds[o.header].nxm == "" {
+		return fmt.Sprintf("%s[%d..%d]", o.header, o.offset, int(o.offset)+int(o.width)-1)
+	}
 	return subfieldText(matchKinds[o.header].nxm, int(o.offset), int(o.width), o.header.Size()*8)
 }
 

@@ -290,6 +290,10 @@ func (s *Selection) text() string {
 	if len(s.Fields) > 0 {
 		var names []string
 		for _, k := range s.Fields {
+			if !k.Valid() {
+				names = append(names, k.String())
+				continue
+			}
 			names = append(names, matchKinds[k].setName())
 		}
 		t += ",fields(" + strings.Join(names, ",") + ")"

@@ -271,3 +271,23 @@ func TestParseStagePipeline(t *testing.T) {
 		t.Errorf("ParsePipeline(arp) = %v, %v", p, err)
 	}
 }
+
+// TestMatchOfUnsorted: fields from the wire in any order come out in
+// canonical order, the last of a repeated kind winning, in O(n log n)
+// (a peer may send many).
+func TestMatchOfUnsorted(t *testing.T) {
+	a := Match{}.InPort(1).Fields()[0]
+	b := Match{}.InPort(2).Fields()[0]
+	ip := Match{}.IPv4().Fields()[0]
+	if got := MatchOf(ip, a, b).String(); got != "ip,in_port=2" {
+		t.Errorf("MatchOf(ip, in_port=1, in_port=2) = %q", got)
+	}
+	many := make([]MatchField, 0, 100001)
+	for i := range 100000 {
+		many = append(many, Match{}.InPort(uint32(i)).Fields()[0])
+	}
+	many = append(many, ip)
+	if got := MatchOf(many...).String(); got != "ip,in_port=99999" {
+		t.Errorf("MatchOf of 100001 fields = %q", got)
+	}
+}

@@ -85,7 +85,7 @@ func (s LearnSpec) validate() error {
 func (s LearnSpec) text(p Printer) string {
 	switch {
 	case s.Kind == LearnMatch && s.immediate():
-		if k, ofs, w, ok := s.Dst.Header(); ok && ofs == 0 && int(w) == k.Size()*8 {
+		if k, ofs, w, ok := s.Dst.Header(); ok && k.Valid() && ofs == 0 && int(w) == k.Size()*8 {
 			return matchKinds[k].setName() + "=" + learnValue(k, s.Value)
 		}
 		return s.Dst.nxmText(p) + "=" + altHex(s.Value)
@@ -158,6 +158,9 @@ func (a *ActLearn) String() string { return a.Format(DefaultPrinter) }
 
 // learnValue prints a whole-field constant as OVS's mf_format does.
 func learnValue(k MatchKind, v uint64) string {
+	if k.Size() > 8 {
+		return altHex(v)
+	}
 	if matchKinds[k].dec {
 		return fmt.Sprintf("%d", v)
 	}

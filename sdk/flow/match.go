@@ -237,11 +237,20 @@ func MatchOf(fields ...MatchField) Match {
 	if sorted {
 		return Match{fields: fields}
 	}
-	var m Match
-	for _, f := range fields {
-		m = m.with(f)
+	// Sort a copy (stable, so repeats keep their order) and keep the last
+	// of each kind: O(n log n) however many fields a peer sends.
+	out := slices.Clone(fields)
+	slices.SortStableFunc(out, compareFields)
+	w := 0
+	for i := range out {
+		if w > 0 && compareFields(out[w-1], out[i]) == 0 {
+			out[w-1] = out[i]
+			continue
+		}
+		out[w] = out[i]
+		w++
 	}
-	return m
+	return Match{fields: out[:w:w]}
 }
 
 // Fields returns the fields in canonical order. The slice must not be changed.

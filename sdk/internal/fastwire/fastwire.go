@@ -48,11 +48,15 @@ const (
 
 	actKind, actPort, actField, actSetKind, actValue, actUint, actMaxLen, actUserdata, actCT = 1, 2, 3, 5, 6, 7, 8, 9, 10
 	actMoveFrom, actMoveTo, actMask, actReason, actJump, actLearn                            = 20, 21, 22, 23, 24, 25
+
+	learnTable, learnPriority, learnIdle, learnHard, learnSpecs = 1, 2, 3, 4, 5
+
+	specKind, specDst, specSrc, specValue = 1, 2, 3, 4
 )
 
 // encoder appends nested messages: each level encodes into its own scratch
 // buffer, then the parent appends it length-prefixed.
-type encoder struct{ scratch [5][]byte }
+type encoder struct{ scratch [6][]byte }
 
 // field, jump and operand encode a nested message into the scratch
 // buffer of level i and keep the buffer for the next one.
@@ -242,12 +246,40 @@ func (e *encoder) appendAction(b []byte, a flow.Action) ([]byte, error) {
 	case *flow.ActNote:
 		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_NOTE))
 		b = appendBytesField(b, actValue, a.Data)
+	case *flow.ActLearn:
+		b = appendVarintField(b, actKind, kind(pb.ActionKind_ACTION_LEARN))
+		b = appendMessage(b, actLearn, e.learn(a))
 	default:
-		// Rare, nested actions (learn) go through the generated code;
-		// the bytes are the same Action message.
+		// An action this encoder does not know goes through the generated
+		// code (the bytes are the same Action message).
 		return proto.MarshalOptions{}.MarshalAppend(b, toproto.Action(a))
 	}
 	return b, nil
+}
+
+// learn encodes a Learn message into scratch level 2; its specs use
+// levels 3 and 4 (operands) and 5 (their register fields).
+func (e *encoder) learn(a *flow.ActLearn) []byte {
+	b := e.scratch[2][:0]
+	b = appendStringField(b, learnTable, a.Table)
+	b = appendVarintField(b, learnPriority, uint64(a.Priority))
+	b = appendVarintField(b, learnIdle, uint64(a.IdleTimeout))
+	b = appendVarintField(b, learnHard, uint64(a.HardTimeout))
+	for _, sp := range a.Specs {
+		sb := e.scratch[3][:0]
+		sb = appendVarintField(sb, specKind, uint64(sp.Kind))
+		if sp.Dst != (flow.Operand{}) {
+			sb = appendMessage(sb, specDst, e.operand(4, sp.Dst))
+		}
+		if sp.Src != (flow.Operand{}) {
+			sb = appendMessage(sb, specSrc, e.operand(4, sp.Src))
+		}
+		sb = appendVarintField(sb, specValue, sp.Value)
+		e.scratch[3] = sb
+		b = appendMessage(b, learnSpecs, sb)
+	}
+	e.scratch[2] = b
+	return b
 }
 
 func (e *encoder) appendFlow(b []byte, f *flow.Flow, op flow.OpKind, tagMask uint32) ([]byte, error) {
@@ -411,6 +443,8 @@ type decoder struct {
 	conj        slab[flow.ActConjunction]
 	resubmit    slab[flow.ActResubmit]
 	note        slab[flow.ActNote]
+	learn       slab[flow.ActLearn]
+	specs       []flow.LearnSpec
 }
 
 // Actions without parameters are shared: nothing can change them.
@@ -573,12 +607,77 @@ func (d *decoder) jump(data []byte) (flow.Jump, error) {
 	return j, r.err
 }
 
+// learnSpec decodes a Learn message into a; the specs of a batch's learn
+// actions share chunks.
+func (d *decoder) learnSpec(a *flow.ActLearn, data []byte) error {
+	n := 0
+	for pre := (reader{b: data}); ; {
+		num, typ, _, _, ok := pre.next()
+		if !ok {
+			break
+		}
+		if num == learnSpecs && typ == protowire.BytesType {
+			n++
+		}
+	}
+	if n > 0 {
+		if cap(d.specs)-len(d.specs) < n {
+			d.specs = make([]flow.LearnSpec, 0, max(n, 64))
+		}
+		start := len(d.specs)
+		d.specs = d.specs[:start+n]
+		a.Specs = d.specs[start : start : start+n]
+	}
+	r := reader{b: data}
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
+		switch {
+		case num == learnTable && typ == protowire.BytesType:
+			a.Table = d.name(b)
+		case num == learnPriority && typ == protowire.VarintType:
+			a.Priority = uint16(small(v, 0xffff))
+		case num == learnIdle && typ == protowire.VarintType:
+			a.IdleTimeout = uint16(small(v, 0xffff))
+		case num == learnHard && typ == protowire.VarintType:
+			a.HardTimeout = uint16(small(v, 0xffff))
+		case num == learnSpecs && typ == protowire.BytesType:
+			sp, err := d.spec(b)
+			if err != nil {
+				return err
+			}
+			a.Specs = append(a.Specs, sp)
+		}
+	}
+	return r.err
+}
+
+func (d *decoder) spec(data []byte) (flow.LearnSpec, error) {
+	var sp flow.LearnSpec
+	var err error
+	r := reader{b: data}
+	for num, typ, v, b, ok := r.next(); ok; num, typ, v, b, ok = r.next() {
+		switch {
+		case num == specKind && typ == protowire.VarintType:
+			sp.Kind = flow.LearnKind(small(v, 255))
+		case num == specDst && typ == protowire.BytesType:
+			sp.Dst, err = d.operand(b)
+		case num == specSrc && typ == protowire.BytesType:
+			sp.Src, err = d.operand(b)
+		case num == specValue && typ == protowire.VarintType:
+			sp.Value = v
+		}
+		if err != nil {
+			return sp, err
+		}
+	}
+	return sp, r.err
+}
+
 // rawAction is an Action message's fields, read in one pass before the
 // kind (which may come last) decides the type.
 type rawAction struct {
 	kind, port, setKind, uint, maxLen, reason uint64
 	field, value, userdata, ct, moveFrom      []byte
-	moveTo, mask, jump                        []byte
+	moveTo, mask, jump, learn                 []byte
 	hasField                                  bool
 }
 
@@ -625,6 +724,8 @@ func (d *decoder) action(data []byte) (flow.Action, error) {
 			x.mask = b
 		case actJump:
 			x.jump = b
+		case actLearn:
+			x.learn = b
 		}
 	}
 	if r.err != nil {
@@ -718,12 +819,11 @@ func (d *decoder) action(data []byte) (flow.Action, error) {
 		a.Data = bytesOrNil(x.value)
 		return a, nil
 	case pb.ActionKind_ACTION_LEARN:
-		// Rare and nested: the generated code reads it.
-		var m pb.Action
-		if err := proto.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("%w: learn action: %v", ErrMalformed, err)
+		a := d.learn.alloc(d)
+		if x.learn != nil {
+			err = d.learnSpec(a, x.learn)
 		}
-		return fromproto.Action(&m), nil
+		return a, err
 	}
 	return nil, nil
 }
