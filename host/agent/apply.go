@@ -245,11 +245,9 @@ func (a *Agent) syncMissFlowsLocked(ctx context.Context) error {
 			return err
 		}
 		key := pipeline.Key{Table: t.ID}
-		var cur *flowstore.Entry
-		for _, e := range a.store.Flows(t.Owner) {
-			if e.Key == key {
-				cur = e
-			}
+		cur, _ := a.store.Get(key)
+		if cur != nil && cur.R.Owner != t.Owner {
+			cur = nil
 		}
 		switch {
 		case cur != nil && !cur.R.Miss:
@@ -287,10 +285,7 @@ func (a *Agent) relayoutLocked(ctx context.Context) error {
 	for _, owner := range a.store.Owners() {
 		var changes []flowstore.Change
 		var msgs []openflow.Message
-		for _, e := range a.store.Flows(owner) {
-			if !e.R.Layout || e.R.Miss {
-				continue
-			}
+		for _, e := range a.store.LayoutFlows(owner) {
 			r, err := a.arb.Resolve(owner, e.R.Flow)
 			if err != nil {
 				a.log.Warn("flow no longer resolves after a layout change; it stays as installed", "plugin", owner, "flow", e.R.String(), "error", err)

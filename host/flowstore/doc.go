@@ -5,5 +5,10 @@
 // replay after ovs-vswitchd restarts. It is pure data; the host applies a
 // Plan to the switch and calls Commit only when the switch accepted it.
 //
+// A flow is kept in compact form (its SDK wire bytes and the few resolved
+// facts not in them, about 220 bytes in all for a typical flow) under one
+// key index; the full Entry is rebuilt only when asked for. The agent holds
+// 100,000 flows in about 21 MiB of heap (BenchmarkHeld100k in host/agent).
+//
 // Where to start: Store.Plan and Store.Commit.
 package flowstore

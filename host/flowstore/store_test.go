@@ -108,3 +108,55 @@ func TestStaleAfterRestart(t *testing.T) {
 		t.Errorf("after forget: count %d total %d, want 1/1", s.Count("a"), s.Total())
 	}
 }
+
+// TestCompactFormRebuildsTheSameFlow: what the store hands back (Get,
+// Flows, LayoutFlows) prints exactly as the resolved flow it was given,
+// register fields, jumps and cookie included.
+func TestCompactFormRebuildsTheSameFlow(t *testing.T) {
+	a := pipeline.New()
+	mark := flow.Field{Name: "a.mark", Width: 4}
+	if _, err := a.Register("a", []sdk.Table{
+		{Name: "a.t", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
+		{Name: "a.u", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
+	}, []flow.Field{mark}); err != nil {
+		t.Fatal(err)
+	}
+	flows := []*flow.Flow{
+		{Table: "a.t", Priority: 7, Match: flow.Match{}.IPv4().Field(mark, 3).Field(flow.FieldPacketSource, 1),
+			Actions: []flow.Action{flow.LoadField(mark, 5), flow.Conntrack(flow.CT{Zone: 3, Resume: flow.GotoStage(flow.StageOutput)})},
+			Goto: flow.NextTable(), Tag: 9},
+		{Table: "a.u", Priority: 1, Match: flow.Match{}.InPort(4), Actions: []flow.Action{flow.Output(2)}},
+	}
+	var ops []Op
+	want := map[pipeline.Key]string{}
+	for _, f := range flows {
+		r, err := a.Resolve("a", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, Op{Kind: flow.OpAdd, Flow: r})
+		want[r.Key()] = r.String()
+	}
+	s := New()
+	p, err := s.Plan("a", ops, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Commit(p)
+	got := map[pipeline.Key]string{}
+	for _, e := range s.Flows("a") {
+		got[e.Key] = e.R.String()
+		if g, ok := s.Get(e.Key); !ok || g.R.String() != e.R.String() {
+			t.Errorf("Get(%s) = %v, %v; want the flow Flows lists", e.Key, g, ok)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flows (-resolved +stored):\n%s", diff)
+	}
+	if l := s.LayoutFlows("a"); len(l) != 1 || l[0].R.Flow.Table != "a.t" {
+		t.Errorf("LayoutFlows = %v, want only the a.t flow (it names the next table)", l)
+	}
+	if c := s.CountByTable(); len(c) != 2 {
+		t.Errorf("CountByTable = %v, want one flow in each of two tables", c)
+	}
+}

@@ -520,3 +520,27 @@ func Decode(data []byte) (*flow.Batch, error) {
 	}
 	return out, nil
 }
+
+// AppendFlow appends f alone in its wire form (a serialized Flow message,
+// without the operation): the compact form in which the host keeps the
+// flows it installed.
+func AppendFlow(b []byte, f *flow.Flow) []byte {
+	var e encoder
+	return e.appendFlow(b, f, 0)
+}
+
+// DecodeFlow reads one flow written by AppendFlow. The flow owns its
+// memory: nothing refers back to data.
+func DecodeFlow(data []byte) (*flow.Flow, error) {
+	sl := &slabs{}
+	d, err := decodeFlow(data, sl)
+	if err != nil {
+		return nil, err
+	}
+	f := &d.f
+	f.Match = flow.MatchOf(sl.fields...)
+	if len(sl.actions) > 0 {
+		f.Actions = sl.actions
+	}
+	return f, nil
+}
