@@ -124,7 +124,7 @@ func TestCompactFormRebuildsTheSameFlow(t *testing.T) {
 	flows := []*flow.Flow{
 		{Table: "a.t", Priority: 7, Match: flow.Match{}.IPv4().Field(mark, 3).Field(flow.FieldPacketSource, 1),
 			Actions: []flow.Action{flow.LoadField(mark, 5), flow.Conntrack(flow.CT{Zone: 3, Resume: flow.GotoStage(flow.StageOutput)})},
-			Goto: flow.NextTable(), Tag: 9},
+			Goto:    flow.NextTable(), Tag: 9},
 		{Table: "a.u", Priority: 1, Match: flow.Match{}.InPort(4), Actions: []flow.Action{flow.Output(2)}},
 	}
 	var ops []Op
