@@ -92,7 +92,8 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 }
 
 func nodeFacts(cfg *config.Config) (sdk.NodeFacts, error) {
-	n := sdk.NodeFacts{Name: cfg.NodeName, MTU: cfg.Node.MTU, Bridge: cfg.Bridge.Name, DatapathType: cfg.Bridge.DatapathType}
+	n := sdk.NodeFacts{Name: cfg.NodeName, MTU: cfg.Node.MTU, Bridge: cfg.Bridge.Name, DatapathType: cfg.Bridge.DatapathType,
+		UserspaceTSO: UserspaceTSO(cfg)}
 	for _, s := range cfg.Node.PodCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {

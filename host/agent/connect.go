@@ -19,6 +19,12 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 	if err != nil {
 		return nil, nil, err
 	}
+	if UserspaceTSO(cfg) {
+		if err := db.EnableUserspaceTSO(ctx); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+	}
 	if err := db.EnsureBridge(ctx, cfg.Bridge.DatapathType); err != nil {
 		db.Close()
 		return nil, nil, err
@@ -35,6 +41,13 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// UserspaceTSO says whether the agent turns on (and plugins may rely on)
+// ovs-vswitchd's userspace TSO: only on the netdev datapath, and only when
+// the config asks for it.
+func UserspaceTSO(cfg *config.Config) bool {
+	return cfg.Bridge.DatapathType == config.DatapathNetdev && cfg.Bridge.UserspaceTSO
 }
 
 // RemoveOwner removes an owner (a plugin that is no longer enabled, or a

@@ -7,7 +7,9 @@
 // Example:
 //
 //	nodeName: node-1
-//	bridge: {name: br-int, datapathType: system}   # or netdev (userspace)
+//	bridge: {name: br-int, datapathType: auto}     # system (kernel) where the OVS module
+//	                                                # exists, else netdev (userspace)
+//	bridge: {userspaceTSO: true}                    # netdev only: OVS userspace-tso-enable
 //	ovs:
 //	  dbSocket: unix:/var/run/openvswitch/db.sock
 //	  runDir: /var/run/openvswitch                  # holds br-int.mgmt
