@@ -64,7 +64,9 @@ func (a *Agent) applyLocked(ctx context.Context, owner string, ops []flowstore.O
 	if err := a.sendMetersLocked(ctx, pre); err != nil {
 		return fmt.Errorf("%w: plugin %q: the switch refused a meter (nothing was applied): %v", sdk.ErrSwitch, owner, err)
 	}
-	if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+	if len(msgs) == 0 {
+		// Only refreshes (or meters): the switch already holds the batch.
+	} else if err := a.sw.Bundle(ctx, msgs, true); err != nil {
 		a.undoMetersLocked(ctx, pre)
 		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs)+len(pre), err)
 	}
@@ -115,6 +117,9 @@ func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod,
 	for _, c := range p.Changes {
 		switch {
 		case c.Flow != nil:
+			if c.Refresh {
+				continue // the switch holds it as submitted
+			}
 			m, err := ofxlate.FlowMod(c.Kind, c.Flow.R)
 			if err != nil {
 				return nil, nil, nil, err
@@ -181,11 +186,26 @@ func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
 		return 0, fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
 	}
 	var msgs []openflow.Message
+	// Rounds of an earlier agent process go by cookie: the store never
+	// saw their flows. Rounds of this process are known flow by flow, and
+	// an unchanged flow re-submitted since keeps its older cookie on the
+	// switch (flowstore.Change.Refresh), so those go by key: exactly the
+	// flows this round did not submit.
 	for _, r := range p.Unswept {
+		if a.bornRounds[owner][r] {
+			continue
+		}
 		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookieOwnerMask,
 			Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, r, 0)}})
 	}
 	stale := a.store.Stale(owner, p.Round)
+	for _, e := range stale {
+		m, err := ofxlate.FlowMod(flow.OpDelete, e.R)
+		if err != nil {
+			return 0, err
+		}
+		msgs = append(msgs, m)
+	}
 	// Groups and meters of earlier rounds that this round did not write
 	// again go too (after the flows that might use them).
 	staleGroups, staleMeters := a.store.StaleObjects(owner, p.Round)
@@ -219,6 +239,10 @@ func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.Desc
 	if err != nil {
 		return pipeline.Plugin{}, err
 	}
+	if a.bornRounds[owner] == nil {
+		a.bornRounds[owner] = map[uint16]bool{}
+	}
+	a.bornRounds[owner][p.Round] = true
 	a.saveStateLocked()
 	if !slices.Equal(before, a.arb.Layout()) {
 		if err := a.relayoutLocked(ctx); err != nil {

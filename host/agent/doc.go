@@ -5,5 +5,13 @@
 // packet-ins to the owning plugin, and serves the local introspection API
 // (api.go).
 //
+// A restarted plugin re-submits all its flows; those the switch already
+// holds unchanged are not sent again (flowstore.Change.Refresh) and keep
+// the cookie of the round that installed them. Synced then deletes what
+// the new round did not submit: by key for rounds this process registered
+// (the store saw every flow of them), by cookie for rounds of an earlier
+// agent process. A restart of a plugin holding 100,000 unchanged flows
+// thus costs the switch nothing.
+//
 // Where to start: New and Run (agent.go), then Apply (apply.go).
 package agent

@@ -10,5 +10,9 @@
 // key index; the full Entry is rebuilt only when asked for. The agent holds
 // 100,000 flows in about 21 MiB of heap (BenchmarkHeld100k in host/agent).
 //
+// A flow re-submitted unchanged by a plugin's next round is a refresh: Plan
+// marks it, the host sends nothing, and the store only notes the round (see
+// Change.Refresh and KnownRound).
+//
 // Where to start: Store.Plan and Store.Commit.
 package flowstore

@@ -16,6 +16,8 @@ import (
 type Entry struct {
 	Key pipeline.Key
 	R   *pipeline.Resolved
+
+	wire []byte // the flow's wire form, once Plan has encoded it
 }
 
 // held is how the store keeps an installed flow: its wire form and the few
@@ -24,8 +26,12 @@ type Entry struct {
 // it is asked for one (replay, re-layout, sweep, introspection); the hot
 // paths (conflict checks, counts) need only the key and the owner.
 type held struct {
-	owner    *owned
-	cookie   uint64
+	owner  *owned
+	cookie uint64 // as installed on the switch
+	// round is the owner's round that last submitted the flow. It is
+	// newer than the cookie's round when a restarted plugin submitted the
+	// flow again unchanged: the switch then keeps its copy (Change.Refresh).
+	round    uint16
 	gotoID   uint8
 	layout   bool
 	miss     bool
@@ -69,6 +75,11 @@ type Store struct {
 	// fieldSets interns the register-field resolutions of flows: flows of
 	// one plugin use a handful of distinct sets.
 	fieldSets map[string]map[string]flow.Bits
+	// KnownRound says whether every flow of owner's round that is on the
+	// switch went through this store, so that the sweep after Synced can
+	// delete them by key. Only a flow installed under such a cookie may be
+	// refreshed (left on the switch with it). nil: no refreshes.
+	KnownRound func(owner string, round uint16) bool
 }
 
 // New returns an empty store.
@@ -86,13 +97,31 @@ func (s *Store) owner(name string) *owned {
 }
 
 // compact turns a resolved flow into its stored form.
-func (s *Store) compact(o *owned, r *pipeline.Resolved) *held {
-	h := &held{owner: o, cookie: r.Cookie, gotoID: r.Goto, layout: r.Layout, miss: r.Miss,
+func (s *Store) compact(o *owned, e *Entry, round uint16) *held {
+	r := e.R
+	h := &held{owner: o, cookie: r.Cookie, round: round, gotoID: r.Goto, layout: r.Layout, miss: r.Miss,
 		ctResume: string(r.CTResume), fields: s.internFields(r.Fields)}
-	// Clip the buffer so it holds no spare capacity.
-	w := sdkhost.AppendFlow(nil, r.Flow)
-	h.wire = w[:len(w):len(w)]
+	h.wire = e.wire
+	if h.wire == nil {
+		h.wire = wireOf(r)
+	}
 	return h
+}
+
+// wireOf encodes a resolved flow's SDK form, clipped so that it holds no
+// spare capacity.
+func wireOf(r *pipeline.Resolved) []byte {
+	w := sdkhost.AppendFlow(nil, r.Flow)
+	return w[:len(w):len(w)]
+}
+
+// unchanged reports whether r is the flow h holds, submitted again: same
+// flow, same resolution, same owner prefix and tag; only the round of its
+// cookie may differ.
+func unchanged(h *held, r *pipeline.Resolved, wire []byte) bool {
+	const notRound = ^uint64(0xffff << 32)
+	return h.cookie&notRound == r.Cookie&notRound && h.gotoID == r.Goto && h.miss == r.Miss && h.layout == r.Layout &&
+		h.ctResume == string(r.CTResume) && maps.Equal(h.fields, r.Fields) && string(h.wire) == string(wire)
 }
 
 func (s *Store) internFields(f map[string]flow.Bits) map[string]flow.Bits {
@@ -132,6 +161,13 @@ func entry(k pipeline.Key, h *held) *Entry {
 // Change is one switch operation of a plan.
 type Change struct {
 	Kind flow.OpKind
+	// Refresh marks an add of a flow the switch already holds exactly as
+	// submitted (a restarted plugin re-submitting its flows): nothing is
+	// sent, and the store only records the owner's new round on it, so
+	// that Stale does not count it. The switch's copy keeps the cookie of
+	// the round that installed it; the sweep after Synced deletes stale
+	// flows by key for rounds the store has seen (Store.Stale).
+	Refresh bool
 	// Exactly one of these is set.
 	Flow  *Entry
 	Group *GroupEntry
@@ -184,19 +220,27 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 			if !seen {
 				present = cur != nil
 			}
+			refresh := false
 			switch op.Kind {
 			case flow.OpAdd, flow.OpModify:
 				if !present {
 					count++
 				}
 				pending[e.Key] = true
+				if cur != nil && !seen && s.KnownRound != nil {
+					_, r, _ := pipeline.SplitCookie(cur.cookie)
+					if s.KnownRound(owner, r) {
+						e.wire = wireOf(e.R)
+						refresh = unchanged(cur, e.R, e.wire)
+					}
+				}
 			case flow.OpDelete:
 				if present {
 					count--
 				}
 				pending[e.Key] = false
 			}
-			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e})
+			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e, Refresh: refresh})
 		case op.Group != nil:
 			g := &GroupEntry{Owner: owner, Global: pipeline.GroupID(op.Prefix, op.Group.ID), Prefix: op.Prefix, Round: op.Round, Group: op.Group}
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Group: g})
@@ -228,10 +272,17 @@ func (s *Store) Commit(p *Plan) {
 				}
 				continue
 			}
+			_, round, _ := pipeline.SplitCookie(c.Flow.R.Cookie)
+			if c.Refresh && cur != nil {
+				cur.round = round
+				continue
+			}
 			if cur == nil {
 				o.flows++
+			} else if cur.cookie == c.Flow.R.Cookie {
+				round = cur.round // rewritten in place (a re-layout): submitted when it was
 			}
-			s.byKey[c.Flow.Key] = s.compact(o, c.Flow.R)
+			s.byKey[c.Flow.Key] = s.compact(o, c.Flow, round)
 		case c.Group != nil:
 			if c.Kind == flow.OpDelete {
 				delete(o.groups, c.Group.Global)
@@ -346,13 +397,12 @@ func (s *Store) Meters(owner string) []*MeterEntry {
 // Owners lists owners with state, sorted.
 func (s *Store) Owners() []string { return slices.Sorted(maps.Keys(s.owners)) }
 
-// Stale returns owner's flows whose cookie round is not round: what a
-// restarted plugin did not re-install before it said it was synced.
+// Stale returns owner's flows that round did not submit: what a restarted
+// plugin did not re-install before it said it was synced. Their cookies
+// may carry any earlier round (a flow refreshed by several incarnations
+// keeps the first one's), so they are deleted by key.
 func (s *Store) Stale(owner string, round uint16) []*Entry {
-	return s.flows(owner, func(h *held) bool {
-		_, r, _ := pipeline.SplitCookie(h.cookie)
-		return r != round
-	})
+	return s.flows(owner, func(h *held) bool { return h.round != round })
 }
 
 // StaleObjects returns owner's groups and meters last written by another
