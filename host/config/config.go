@@ -40,11 +40,15 @@ type Bridge struct {
 	// DetectDatapath). Load resolves auto, so the agent only ever sees
 	// system or netdev.
 	DatapathType string `mapstructure:"datapathType"`
-	// UserspaceTSO turns on OVS other_config:userspace-tso-enable when the
-	// datapath is netdev, so TCP segments and checksums are left to the
-	// receiving end as on a kernel datapath instead of being computed per
-	// packet in the pods (default true; ignored on system).
-	UserspaceTSO bool `mapstructure:"userspaceTSO"`
+	// UserspaceTSO (auto, true or false) turns on OVS
+	// other_config:userspace-tso-enable when the datapath is netdev, so
+	// pods leave TCP segmentation and checksums to the receiving end as on
+	// a kernel datapath instead of computing them per packet (ignored on
+	// system). auto, the default, turns it on where ovs-vswitchd can also
+	// tunnel such packets (Open vSwitch 3.3 and later; 3.1 drops them on
+	// Geneve), so that an overlay keeps working; true forces it, for nodes
+	// without an overlay. The agent resolves auto when it connects.
+	UserspaceTSO string `mapstructure:"userspaceTSO"`
 }
 
 // OVS says where Open vSwitch listens.
@@ -110,7 +114,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("nodeName", "")
 	v.SetDefault("bridge.name", "br-int")
 	v.SetDefault("bridge.datapathType", DatapathAuto)
-	v.SetDefault("bridge.userspaceTSO", true)
+	v.SetDefault("bridge.userspaceTSO", "auto")
 	v.SetDefault("ovs.dbSocket", "unix:/var/run/openvswitch/db.sock")
 	v.SetDefault("ovs.runDir", "/var/run/openvswitch")
 	v.SetDefault("runDir", "/var/run/switchyard")
@@ -235,6 +239,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Bridge.DatapathType != DatapathSystem && c.Bridge.DatapathType != DatapathNetdev {
 		bad("bridge.datapathType", "%q must be system, netdev or auto", c.Bridge.DatapathType)
+	}
+	switch c.Bridge.UserspaceTSO {
+	case "", "auto", "true", "false":
+	default:
+		bad("bridge.userspaceTSO", "%q must be auto, true or false", c.Bridge.UserspaceTSO)
 	}
 	if !strings.HasPrefix(c.OVS.DBSocket, "unix:") && !strings.HasPrefix(c.OVS.DBSocket, "tcp:") {
 		bad("ovs.dbSocket", "%q must start with unix: or tcp:", c.OVS.DBSocket)

@@ -203,6 +203,19 @@ func (c *Client) EnableUserspaceTSO(ctx context.Context) error {
 	return nil
 }
 
+// OVSVersion is ovs-vswitchd's version as it records it in OVSDB
+// (Open_vSwitch.ovs_version, e.g. "3.1.0"); "" until it has.
+func (c *Client) OVSVersion(ctx context.Context) (string, error) {
+	root, err := c.root(ctx)
+	if err != nil {
+		return "", err
+	}
+	if root.OVSVersion == nil {
+		return "", nil
+	}
+	return *root.OVSVersion, nil
+}
+
 // setOtherConfig sets (or, for "", removes) one key of the Open_vSwitch
 // table's other_config; nothing is written when it already holds v.
 func (c *Client) setOtherConfig(ctx context.Context, key, v string) error {
