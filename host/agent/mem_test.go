@@ -77,3 +77,47 @@ func BenchmarkHeld100k(b *testing.B) {
 	b.ReportMetric(perFlow, "heap-B/flow")
 	b.ReportMetric(perFlow*n/(1<<20), "heap-MiB/100k")
 }
+
+// BenchmarkRefresh100k is the agent's side of a plugin restart: the new
+// round re-submits 100,000 unchanged flows (all refreshes) and syncs.
+func BenchmarkRefresh100k(b *testing.B) {
+	const n, batch = 100000, 5000
+	filler := func(i int) flow.Flow {
+		a := netip.AddrFrom4([4]byte{10, byte(128 + i>>16&0x7f), byte(i >> 8), byte(i)})
+		return flow.Flow{Table: "beta.ingress", Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(a), Actions: []flow.Action{flow.Output(uint32(1 + i%8))}}
+	}
+	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: b.TempDir(), Node: config.Node{MTU: 1500}}
+	a, err := New(cfg, discardSwitch{}, &fakeDB{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	desc := &sdk.DescribeResponse{Name: "beta", Tables: []sdk.Table{{Name: "beta.ingress", Pipeline: flow.PipelineIP, Stage: flow.StageIngressSecurity, Miss: sdk.MissNext}}}
+	batches := make([]*flow.Batch, 0, n/batch)
+	for i := 0; i < n; i += batch {
+		bt := flow.NewBatch()
+		for j := i; j < i+batch; j++ {
+			bt.AddFlows(filler(j))
+		}
+		batches = append(batches, bt)
+	}
+	apply := func() {
+		if _, err := a.RegisterLocal(ctx, "beta", desc); err != nil {
+			b.Fatal(err)
+		}
+		for _, bt := range batches {
+			if err := a.Apply(ctx, "beta", bt, config.Limits{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := a.Synced(ctx, "beta"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	apply()
+	b.ResetTimer()
+	for range b.N {
+		apply()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/flow")
+}

@@ -202,7 +202,11 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 	}
 	// pending tracks keys this batch adds or deletes, so the count stays right
 	// when a batch touches the same key twice.
-	pending := map[pipeline.Key]bool{}
+	pending := make(map[pipeline.Key]bool, len(ops))
+	// enc and buf encode each re-submitted flow for comparison without
+	// allocating; only a flow that really changed gets its own copy.
+	var enc sdkhost.FlowEncoder
+	var buf []byte
 	for i, op := range ops {
 		switch {
 		case op.Flow != nil:
@@ -230,8 +234,10 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 				if cur != nil && !seen && s.KnownRound != nil {
 					_, r, _ := pipeline.SplitCookie(cur.cookie)
 					if s.KnownRound(owner, r) {
-						e.wire = wireOf(e.R)
-						refresh = unchanged(cur, e.R, e.wire)
+						buf = enc.Append(buf[:0], e.R.Flow)
+						if refresh = unchanged(cur, e.R, buf); !refresh {
+							e.wire = slices.Clip(slices.Clone(buf))
+						}
 					}
 				}
 			case flow.OpDelete:

@@ -110,6 +110,7 @@ func TestFlowsPerPod(t *testing.T) {
 			first := count() - base
 			b := mustPod(t, c, n, "b")
 			second := count() - base - first
+			t.Logf("flows per pod on the switch: %d, %d", first, second)
 			for name, got := range map[string]int{"first pod": first, "second pod": second} {
 				if got < 1 || got > tc.max {
 					t.Errorf("%s added %d flows, want 1..%d:\n%s", name, got, tc.max, n.OVS.Ofctl(t, "dump-flows", "br-int"))

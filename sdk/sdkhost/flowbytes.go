@@ -13,3 +13,7 @@ func AppendFlow(b []byte, f *flow.Flow) []byte { return fastwire.AppendFlow(b, f
 
 // DecodeFlow is the inverse of AppendFlow.
 func DecodeFlow(b []byte) (*flow.Flow, error) { return fastwire.DecodeFlow(b) }
+
+// FlowEncoder encodes many flows as AppendFlow does, reusing its scratch
+// space. Not safe for concurrent use.
+type FlowEncoder = fastwire.FlowEncoder

@@ -529,6 +529,13 @@ func AppendFlow(b []byte, f *flow.Flow) []byte {
 	return e.appendFlow(b, f, 0)
 }
 
+// FlowEncoder is AppendFlow with scratch buffers kept between calls, for
+// encoding many flows one after the other without allocating.
+type FlowEncoder struct{ e encoder }
+
+// Append is AppendFlow.
+func (fe *FlowEncoder) Append(b []byte, f *flow.Flow) []byte { return fe.e.appendFlow(b, f, 0) }
+
 // DecodeFlow reads one flow written by AppendFlow. The flow owns its
 // memory: nothing refers back to data.
 func DecodeFlow(data []byte) (*flow.Flow, error) {
