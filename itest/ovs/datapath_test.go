@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -260,31 +261,46 @@ func TestUserspaceTSOKeepsChecksums(t *testing.T) {
 // Gbit/s and retransmits.
 func iperf(b *testing.B, s segment, secs int) (float64, int) {
 	b.Helper()
-	must(b, s.b, "iperf3", "-s", "-1", "-D", "-B", ipB)
-	var out string
-	var err error
-	for range 50 { // the daemon needs a moment to listen
-		out, err = netns.Exec(s.a, "iperf3", "-c", ipB, "-t", strconv.Itoa(secs), "-J")
-		if err == nil || !strings.Contains(out, "connection refused") && !strings.Contains(out, "Connection refused") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		b.Fatalf("iperf3 client: %v\n%s", err, out)
-	}
-	var r struct {
-		End struct {
+	type result struct {
+		Error string `json:"error"`
+		End   struct {
 			SumSent struct {
 				BitsPerSecond float64 `json:"bits_per_second"`
 				Retransmits   int     `json:"retransmits"`
 			} `json:"sum_sent"`
 		} `json:"end"`
 	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		b.Fatalf("iperf3 output: %v\n%s", err, out)
+	// One server per run (-1); it needs a moment to listen, and a run that
+	// did not happen (iperf3 reports an error, e.g. refused) is retried.
+	var last string
+	for range 50 {
+		netns.Exec(s.b, "iperf3", "-s", "-1", "-D", "-B", ipB)
+		time.Sleep(100 * time.Millisecond)
+		out, err := netns.Exec(s.a, "iperf3", "-c", ipB, "-t", strconv.Itoa(secs), "-J")
+		var r result
+		if jerr := json.Unmarshal([]byte(out), &r); err == nil && jerr == nil && r.Error == "" && r.End.SumSent.BitsPerSecond > 0 {
+			return r.End.SumSent.BitsPerSecond / 1e9, r.End.SumSent.Retransmits
+		}
+		last = fmt.Sprintf("%v %s", err, out)
+		stopIperfServer(s.b) // one left from the failed run
+		time.Sleep(100 * time.Millisecond)
 	}
-	return r.End.SumSent.BitsPerSecond / 1e9, r.End.SumSent.Retransmits
+	b.Fatalf("iperf3 %s -> %s never completed a run; last: %s", s.a, ipB, last)
+	return 0, 0
+}
+
+// stopIperfServer kills the iperf3 processes inside namespace ns (by pid,
+// from `ip netns pids`: other iperf3 runs on the machine are left alone).
+func stopIperfServer(ns string) {
+	out, err := testenv.Run("ip", "netns", "pids", ns)
+	if err != nil {
+		return
+	}
+	for _, pid := range strings.Fields(out) {
+		if comm, err := os.ReadFile("/proc/" + pid + "/comm"); err == nil && strings.TrimSpace(string(comm)) == "iperf3" {
+			testenv.Run("kill", pid)
+		}
+	}
 }
 
 // connRate opens, uses (one byte each way) and closes TCP connections from
