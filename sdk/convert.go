@@ -70,7 +70,8 @@ func fromPBAssignment(a *pb.Assignment) Assignment {
 }
 
 func fromPBNodeFacts(n *pb.Facts) (NodeFacts, error) {
-	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromproto.MAC(n.GetGatewayMac()), MTU: int(n.GetMtu()), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType()}
+	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromproto.MAC(n.GetGatewayMac()), MTU: int(n.GetMtu()), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType(),
+		UserspaceTSO: n.GetUserspaceTso()}
 	var err error
 	if out.PodCIDRs, err = fromproto.Prefixes(n.GetPodCidrs()); err != nil {
 		return out, fmt.Errorf("node facts pod CIDR: %w", err)

@@ -84,6 +84,11 @@ type NodeFacts struct {
 	MTU          int
 	Bridge       string
 	DatapathType string
+	// UserspaceTSO: the datapath is netdev and ovs-vswitchd takes packets
+	// with pending segmentation and checksums (userspace-tso-enable), so a
+	// pod interface may keep its transmit offloads on. Always false on the
+	// kernel datapath, which handles offloads without being asked.
+	UserspaceTSO bool
 }
 
 // Errors the host returns; test them with errors.Is. The error text names

@@ -60,10 +60,13 @@ type Agent struct {
 
 	// mu serialises arbitration, the flow store and switch writes, so a
 	// plan checked against the store is still valid when it is committed.
-	mu        sync.Mutex
-	arb       *pipeline.Arbiter
-	store     *flowstore.Store
-	statePath string
+	mu    sync.Mutex
+	arb   *pipeline.Arbiter
+	store *flowstore.Store
+	// bornRounds are the rounds each plugin was registered with by this
+	// process: the store has seen every flow of them (see Synced).
+	bornRounds map[string]map[uint16]bool
+	statePath  string
 
 	pmu     sync.Mutex
 	cfg     *config.Config
@@ -86,8 +89,10 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
-	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), cfg: cfg,
+	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
+	// Called under a.mu, from Plan.
+	a.store.KnownRound = func(owner string, round uint16) bool { return a.bornRounds[owner][round] }
 	a.arb, err = loadState(a.statePath)
 	if err != nil {
 		return nil, err
@@ -96,7 +101,8 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 }
 
 func nodeFacts(cfg *config.Config) (sdk.NodeFacts, error) {
-	n := sdk.NodeFacts{Name: cfg.NodeName, MTU: cfg.Node.MTU, Bridge: cfg.Bridge.Name, DatapathType: cfg.Bridge.DatapathType}
+	n := sdk.NodeFacts{Name: cfg.NodeName, MTU: cfg.Node.MTU, Bridge: cfg.Bridge.Name, DatapathType: cfg.Bridge.DatapathType,
+		UserspaceTSO: UserspaceTSO(cfg)}
 	for _, s := range cfg.Node.PodCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {

@@ -232,12 +232,57 @@ func TestSyncSweepsStaleRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(t, a, "a", tVal) // restart: round 2
+	bundles := sw.count()
 	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(keep), config.Limits{}); err != nil {
 		t.Fatal(err)
+	}
+	// keep is on the switch exactly as re-submitted: nothing is sent.
+	if n := sw.count(); n != bundles {
+		t.Errorf("re-submitting an unchanged flow sent %d bundles, want none: %v", n-bundles, sw.textsSince(bundles))
 	}
 	n, err := a.Synced(ctx, "a")
 	if err != nil || n != 1 {
 		t.Fatalf("Synced = %d, %v; want 1 stale flow", n, err)
+	}
+	// Round 1 was registered by this agent, so its flows are known one by
+	// one: the flow round 2 did not submit goes by key, keep stays.
+	want := []string{"DEL_STRICT cookie=0x1000100000000, table=30, priority=5,in_port=2 actions=drop"}
+	if diff := cmp.Diff(want, sw.lastTexts()); diff != "" {
+		t.Errorf("sweep bundle (-want +got):\n%s", diff)
+	}
+	got := a.Flows("a")
+	if len(got) != 1 || !strings.Contains(got[0], "in_port=1") {
+		t.Errorf("store after the sweep holds %v, want only the in_port=1 flow", got)
+	}
+	if n, _ := a.Synced(ctx, "a"); n != 0 {
+		t.Errorf("second Synced swept %d flows, want 0", n)
+	}
+}
+
+// TestSyncSweepsRoundsOfAnEarlierAgentByCookie: flows of a round the
+// current agent process never saw (installed before it restarted) are
+// swept by their cookie.
+func TestSyncSweepsRoundsOfAnEarlierAgentByCookie(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	start := func() (*Agent, *fakeSwitch) {
+		cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: dir, Node: config.Node{MTU: 1500}}
+		sw := &fakeSwitch{events: make(chan openflow.Event)}
+		a, err := New(cfg, sw, &fakeDB{ports: map[string]ovsdb.PortInfo{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, sw
+	}
+	a1, _ := start()
+	register(t, a1, "a", tVal)
+	if err := a1.Apply(ctx, "a", flow.NewBatch().AddFlows(flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(1)}), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	a2, sw := start() // the agent restarts; round 1's flow stays on the switch
+	register(t, a2, "a", tVal)
+	if _, err := a2.Synced(ctx, "a"); err != nil {
+		t.Fatal(err)
 	}
 	want := []string{"DEL cookie=0x1000100000000, table=255, priority=0 actions=drop"}
 	if diff := cmp.Diff(want, sw.lastTexts()); diff != "" {
@@ -248,15 +293,6 @@ func TestSyncSweepsStaleRounds(t *testing.T) {
 	sw.mu.Unlock()
 	if fm.CookieMask != pipeline.CookieOwnerMask {
 		t.Errorf("sweep cookie mask %#x, want prefix+round", fm.CookieMask)
-	}
-	got := a.Flows("a")
-	for _, f := range got {
-		if strings.Contains(f, "in_port=2") {
-			t.Errorf("stale flow still in the store: %s", f)
-		}
-	}
-	if n, _ := a.Synced(ctx, "a"); n != 0 {
-		t.Errorf("second Synced swept %d flows, want 0", n)
 	}
 }
 

@@ -79,12 +79,7 @@ func (a *Agent) Plugins() []PluginStatus {
 func (a *Agent) Tables() []TableStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	counts := map[uint8]int{}
-	for _, o := range a.store.Owners() {
-		for _, e := range a.store.Flows(o) {
-			counts[e.Key.Table]++
-		}
-	}
+	counts := a.store.CountByTable()
 	var out []TableStatus
 	for _, t := range a.arb.Layout() {
 		out = append(out, TableStatus{Pipeline: t.Pipeline.String(), Stage: t.Stage.String(), Table: t.Name, ID: t.ID,

@@ -69,7 +69,9 @@ func (a *Agent) applyLocked(ctx context.Context, owner string, ops []flowstore.O
 	if err := a.sendMetersLocked(ctx, pre); err != nil {
 		return fmt.Errorf("%w: plugin %q: the switch refused a meter (nothing was applied): %v", sdk.ErrSwitch, owner, err)
 	}
-	if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+	if len(msgs) == 0 {
+		// Only refreshes (or meters): the switch already holds the batch.
+	} else if err := a.sw.Bundle(ctx, msgs, true); err != nil {
 		a.undoMetersLocked(ctx, pre)
 		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs)+len(pre), err)
 	}
@@ -128,6 +130,9 @@ func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod,
 	for _, c := range p.Changes {
 		switch {
 		case c.Flow != nil:
+			if c.Refresh {
+				continue // the switch holds it as submitted
+			}
 			m, err := ofxlate.FlowMod(c.Kind, c.Flow.R)
 			if err != nil {
 				return nil, nil, nil, err
@@ -194,11 +199,26 @@ func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
 		return 0, fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
 	}
 	var msgs []openflow.Message
+	// Rounds of an earlier agent process go by cookie: the store never
+	// saw their flows. Rounds of this process are known flow by flow, and
+	// an unchanged flow re-submitted since keeps its older cookie on the
+	// switch (flowstore.Change.Refresh), so those go by key: exactly the
+	// flows this round did not submit.
 	for _, r := range p.Unswept {
+		if a.bornRounds[owner][r] {
+			continue
+		}
 		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookieOwnerMask,
 			Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, r, 0)}})
 	}
 	stale := a.store.Stale(owner, p.Round)
+	for _, e := range stale {
+		m, err := ofxlate.FlowMod(flow.OpDelete, e.R)
+		if err != nil {
+			return 0, err
+		}
+		msgs = append(msgs, m)
+	}
 	// Groups and meters of earlier rounds that this round did not write
 	// again go too (after the flows that might use them).
 	staleGroups, staleMeters := a.store.StaleObjects(owner, p.Round)
@@ -232,6 +252,10 @@ func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.Desc
 	if err != nil {
 		return pipeline.Plugin{}, err
 	}
+	if a.bornRounds[owner] == nil {
+		a.bornRounds[owner] = map[uint16]bool{}
+	}
+	a.bornRounds[owner][p.Round] = true
 	a.saveStateLocked()
 	if !slices.Equal(before, a.arb.Layout()) {
 		if err := a.relayoutLocked(ctx); err != nil {
@@ -258,11 +282,9 @@ func (a *Agent) syncMissFlowsLocked(ctx context.Context) error {
 			return err
 		}
 		key := pipeline.Key{Table: t.ID}
-		var cur *flowstore.Entry
-		for _, e := range a.store.Flows(t.Owner) {
-			if e.Key == key {
-				cur = e
-			}
+		cur, _ := a.store.Get(key)
+		if cur != nil && cur.R.Owner != t.Owner {
+			cur = nil
 		}
 		switch {
 		case cur != nil && !cur.R.Miss:
@@ -300,10 +322,7 @@ func (a *Agent) relayoutLocked(ctx context.Context) error {
 	for _, owner := range a.store.Owners() {
 		var changes []flowstore.Change
 		var msgs []openflow.Message
-		for _, e := range a.store.Flows(owner) {
-			if !e.R.Layout || e.R.Miss {
-				continue
-			}
+		for _, e := range a.store.LayoutFlows(owner) {
 			r, err := a.arb.Resolve(owner, e.R.Flow)
 			if err != nil {
 				a.log.Warn("flow no longer resolves after a layout change; it stays as installed", "plugin", owner, "flow", e.R.String(), "error", err)

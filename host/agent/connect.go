@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"switchyard.dev/switchyard/host/config"
@@ -18,6 +20,21 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 	db, err := ovsdb.Dial(ctx, cfg.OVS.DBSocket, cfg.Bridge.Name, log.With("component", "ovsdb"))
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.Bridge.DatapathType == config.DatapathNetdev && (cfg.Bridge.UserspaceTSO == "auto" || cfg.Bridge.UserspaceTSO == "") {
+		v, err := db.OVSVersion(ctx)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		cfg.Bridge.UserspaceTSO = strconv.FormatBool(TunnelsOffloads(v))
+		log.Info("userspace TSO decided by the Open vSwitch version", "ovs_version", v, "userspace_tso", cfg.Bridge.UserspaceTSO)
+	}
+	if UserspaceTSO(cfg) {
+		if err := db.EnableUserspaceTSO(ctx); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
 	}
 	if err := db.EnsureBridge(ctx, cfg.Bridge.DatapathType); err != nil {
 		db.Close()
@@ -35,6 +52,30 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// UserspaceTSO says whether the agent turns on (and plugins may rely on)
+// ovs-vswitchd's userspace TSO: only on the netdev datapath, and only when
+// the config asks for it.
+func UserspaceTSO(cfg *config.Config) bool {
+	return cfg.Bridge.DatapathType == config.DatapathNetdev && cfg.Bridge.UserspaceTSO == "true"
+}
+
+// TunnelsOffloads reports whether an ovs-vswitchd of version v (as in
+// OVSDB, "3.1.0") tunnels packets that still carry TSO or checksum offload:
+// from 3.3 on it does; 3.1 drops them ("Tunneling packets with HW offload
+// flags is not supported"), so there userspace TSO would break an overlay.
+func TunnelsOffloads(v string) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return major > 3 || major == 3 && minor >= 3
 }
 
 // RemoveOwner removes an owner (a plugin that is no longer enabled, or a

@@ -34,3 +34,11 @@ func TestBucket(t *testing.T) {
 		t.Errorf("a nil or zero-rate bucket must not limit")
 	}
 }
+
+func TestTunnelsOffloads(t *testing.T) {
+	for v, want := range map[string]bool{"3.1.0": false, "3.2.9": false, "3.3.0": true, "3.5.1": true, "4.0.0": true, "": false, "x.y": false, "2.17.9": false} {
+		if got := TunnelsOffloads(v); got != want {
+			t.Errorf("TunnelsOffloads(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -88,17 +88,21 @@ func (r *runner) stop() {
 }
 
 const (
+	// The first restart after a healthy run is immediate: the flows stay
+	// installed, but the plugin cannot react to anything until it is back.
+	// Only a plugin that keeps failing waits, from backoffMin up.
 	backoffMin = 200 * time.Millisecond
 	backoffMax = 10 * time.Second
 	// A run this long resets the backoff: the plugin was healthy.
 	healthyRun = 30 * time.Second
+	exitPoll   = 25 * time.Millisecond
 )
 
 func (r *runner) run(ctx context.Context, first chan struct{}) {
 	defer close(r.done)
 	once := sync.OnceFunc(func() { close(first) })
 	defer once()
-	backoff := backoffMin
+	var backoff time.Duration
 	for {
 		began := time.Now()
 		err := r.incarnation(ctx, once)
@@ -113,7 +117,7 @@ func (r *runner) run(ctx context.Context, first chan struct{}) {
 			return
 		}
 		if time.Since(began) > healthyRun {
-			backoff = backoffMin
+			backoff = 0
 		}
 		r.log.Warn("plugin stopped; restarting it, its flows stay installed", "error", err, "backoff", backoff)
 		r.set(func(r *runner) {
@@ -127,7 +131,7 @@ func (r *runner) run(ctx context.Context, first chan struct{}) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, backoffMax)
+		backoff = min(max(2*backoff, backoffMin), backoffMax)
 	}
 }
 
@@ -186,6 +190,11 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 	r.a.pmu.Unlock()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// A dead process is noticed within exitPoll rather than at the next
+	// ping: the restart (and the plugin's resync) starts that much sooner.
+	// Exited only reads a flag go-plugin sets when the process is reaped.
+	exit := time.NewTicker(exitPoll)
+	defer exit.Stop()
 	fails := 0
 	for {
 		select {
@@ -196,6 +205,11 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 			}
 			cancel()
 			return ctx.Err()
+		case <-exit.C:
+			if p.Exited() {
+				return errors.New("plugin process exited")
+			}
+			continue
 		case <-t.C:
 		}
 		if p.Exited() {

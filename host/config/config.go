@@ -34,8 +34,21 @@ type Config struct {
 
 // Bridge is the integration bridge.
 type Bridge struct {
-	Name         string `mapstructure:"name"`
+	Name string `mapstructure:"name"`
+	// DatapathType is system (kernel), netdev (userspace) or auto (the
+	// default: system where the OVS kernel module exists, see
+	// DetectDatapath). Load resolves auto, so the agent only ever sees
+	// system or netdev.
 	DatapathType string `mapstructure:"datapathType"`
+	// UserspaceTSO (auto, true or false) turns on OVS
+	// other_config:userspace-tso-enable when the datapath is netdev, so
+	// pods leave TCP segmentation and checksums to the receiving end as on
+	// a kernel datapath instead of computing them per packet (ignored on
+	// system). auto, the default, turns it on where ovs-vswitchd can also
+	// tunnel such packets (Open vSwitch 3.3 and later; 3.1 drops them on
+	// Geneve), so that an overlay keeps working; true forces it, for nodes
+	// without an overlay. The agent resolves auto when it connects.
+	UserspaceTSO string `mapstructure:"userspaceTSO"`
 }
 
 // OVS says where Open vSwitch listens.
@@ -100,7 +113,8 @@ func (c *Config) EffectiveLimits(p Plugin) Limits {
 func setDefaults(v *viper.Viper) {
 	v.SetDefault("nodeName", "")
 	v.SetDefault("bridge.name", "br-int")
-	v.SetDefault("bridge.datapathType", "system")
+	v.SetDefault("bridge.datapathType", DatapathAuto)
+	v.SetDefault("bridge.userspaceTSO", "auto")
 	v.SetDefault("ovs.dbSocket", "unix:/var/run/openvswitch/db.sock")
 	v.SetDefault("ovs.runDir", "/var/run/openvswitch")
 	v.SetDefault("runDir", "/var/run/switchyard")
@@ -121,7 +135,7 @@ func Flags(fs *pflag.FlagSet) {
 	fs.String("config", "", "path of the YAML config file")
 	fs.String("node-name", "", "node name (overrides nodeName)")
 	fs.String("bridge", "", "integration bridge name (overrides bridge.name)")
-	fs.String("datapath-type", "", "system or netdev (overrides bridge.datapathType)")
+	fs.String("datapath-type", "", "system, netdev or auto (overrides bridge.datapathType)")
 	fs.String("ovs-db-socket", "", "ovsdb-server endpoint (overrides ovs.dbSocket)")
 	fs.String("ovs-run-dir", "", "ovs-vswitchd run directory (overrides ovs.runDir)")
 	fs.String("run-dir", "", "agent state directory (overrides runDir)")
@@ -175,6 +189,9 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	if err := pluginSections(raw, &c); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	if c.Bridge.DatapathType == DatapathAuto {
+		c.Bridge.DatapathType = DetectDatapath(ThisHost())
+	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
 	}
@@ -220,8 +237,13 @@ func (c *Config) Validate() error {
 	if c.Bridge.Name == "" || len(c.Bridge.Name) > 15 {
 		bad("bridge.name", "%q must be 1-15 characters (a Linux interface name)", c.Bridge.Name)
 	}
-	if c.Bridge.DatapathType != "system" && c.Bridge.DatapathType != "netdev" {
-		bad("bridge.datapathType", "%q must be system or netdev", c.Bridge.DatapathType)
+	if c.Bridge.DatapathType != DatapathSystem && c.Bridge.DatapathType != DatapathNetdev {
+		bad("bridge.datapathType", "%q must be system, netdev or auto", c.Bridge.DatapathType)
+	}
+	switch c.Bridge.UserspaceTSO {
+	case "", "auto", "true", "false":
+	default:
+		bad("bridge.userspaceTSO", "%q must be auto, true or false", c.Bridge.UserspaceTSO)
 	}
 	if !strings.HasPrefix(c.OVS.DBSocket, "unix:") && !strings.HasPrefix(c.OVS.DBSocket, "tcp:") {
 		bad("ovs.dbSocket", "%q must start with unix: or tcp:", c.OVS.DBSocket)

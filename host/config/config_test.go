@@ -97,7 +97,7 @@ plugins:
 	}
 	for _, want := range []string{
 		"nodeName: required",
-		`bridge.datapathType: "kernel" must be system or netdev`,
+		`bridge.datapathType: "kernel" must be system, netdev or auto`,
 		`ovs.dbSocket: "/no/scheme" must start with unix: or tcp:`,
 		`runDir: "relative" must be an absolute directory path`,
 		`node.podCIDRs[0]: "10.10.1.0/33" is not a CIDR`,

@@ -7,7 +7,10 @@
 // Example:
 //
 //	nodeName: node-1
-//	bridge: {name: br-int, datapathType: system}   # or netdev (userspace)
+//	bridge: {name: br-int, datapathType: auto}     # system (kernel) where the OVS module
+//	                                                # exists, else netdev (userspace)
+//	bridge: {userspaceTSO: auto}                    # netdev only: OVS userspace-tso-enable
+//	                                                # (auto: on from OVS 3.3, which tunnels it)
 //	ovs:
 //	  dbSocket: unix:/var/run/openvswitch/db.sock
 //	  runDir: /var/run/openvswitch                  # holds br-int.mgmt

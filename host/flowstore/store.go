@@ -4,16 +4,40 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"switchyard.dev/switchyard/host/pipeline"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/sdkhost"
 )
 
-// Entry is one installed flow.
+// Entry is one flow: in a plan, or rebuilt from the store's compact form.
 type Entry struct {
 	Key pipeline.Key
 	R   *pipeline.Resolved
+
+	wire []byte // the flow's wire form, once Plan has encoded it
+}
+
+// held is how the store keeps an installed flow: its wire form and the few
+// resolved facts that are not in it, about a quarter of the memory of the
+// decoded flow and its resolution. The store rebuilds the Entry only when
+// it is asked for one (replay, re-layout, sweep, introspection); the hot
+// paths (conflict checks, counts) need only the key and the owner.
+type held struct {
+	owner  *owned
+	cookie uint64 // as installed on the switch
+	// round is the owner's round that last submitted the flow. It is
+	// newer than the cookie's round when a restarted plugin submitted the
+	// flow again unchanged: the switch then keeps its copy (Change.Refresh).
+	round    uint16
+	gotoID   uint8
+	layout   bool
+	miss     bool
+	jumps    string // one table ID per action carrying a jump (Resolved.Jumps), usually empty
+	fields   map[string]flow.Bits
+	wire     []byte // sdkhost.AppendFlow of the SDK flow
 }
 
 // GroupEntry is one installed group (global ID).
@@ -34,34 +58,116 @@ type MeterEntry struct {
 }
 
 type owned struct {
-	flows  map[pipeline.Key]*Entry
+	name   string
+	flows  int
 	groups map[uint32]*GroupEntry
 	meters map[uint32]*MeterEntry
 }
 
 // Store holds installed state. Not safe for concurrent use.
+//
+// Flows live in one map for all owners: a second index per owner would
+// double the per-flow cost, and the per-owner listings (replay, sweep) are
+// rare and walk everything anyway.
 type Store struct {
-	byKey  map[pipeline.Key]*Entry
+	byKey  map[pipeline.Key]*held
 	owners map[string]*owned
+	// fieldSets interns the register-field resolutions of flows: flows of
+	// one plugin use a handful of distinct sets.
+	fieldSets map[string]map[string]flow.Bits
+	// KnownRound says whether every flow of owner's round that is on the
+	// switch went through this store, so that the sweep after Synced can
+	// delete them by key. Only a flow installed under such a cookie may be
+	// refreshed (left on the switch with it). nil: no refreshes.
+	KnownRound func(owner string, round uint16) bool
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{byKey: map[pipeline.Key]*Entry{}, owners: map[string]*owned{}}
+	return &Store{byKey: map[pipeline.Key]*held{}, owners: map[string]*owned{}, fieldSets: map[string]map[string]flow.Bits{}}
 }
 
 func (s *Store) owner(name string) *owned {
 	o, ok := s.owners[name]
 	if !ok {
-		o = &owned{flows: map[pipeline.Key]*Entry{}, groups: map[uint32]*GroupEntry{}, meters: map[uint32]*MeterEntry{}}
+		o = &owned{name: name, groups: map[uint32]*GroupEntry{}, meters: map[uint32]*MeterEntry{}}
 		s.owners[name] = o
 	}
 	return o
 }
 
+// compact turns a resolved flow into its stored form.
+func (s *Store) compact(o *owned, e *Entry, round uint16) *held {
+	r := e.R
+	h := &held{owner: o, cookie: r.Cookie, round: round, gotoID: r.Goto, layout: r.Layout, miss: r.Miss,
+		jumps: string(r.Jumps), fields: s.internFields(r.Fields)}
+	h.wire = e.wire
+	if h.wire == nil {
+		h.wire = wireOf(r)
+	}
+	return h
+}
+
+// wireOf encodes a resolved flow's SDK form, clipped so that it holds no
+// spare capacity.
+func wireOf(r *pipeline.Resolved) []byte {
+	w := sdkhost.AppendFlow(nil, r.Flow)
+	return w[:len(w):len(w)]
+}
+
+// unchanged reports whether r is the flow h holds, submitted again: same
+// flow, same resolution, same owner prefix and tag; only the round of its
+// cookie may differ.
+func unchanged(h *held, r *pipeline.Resolved, wire []byte) bool {
+	const notRound = ^uint64(0xffff << 32)
+	return h.cookie&notRound == r.Cookie&notRound && h.gotoID == r.Goto && h.miss == r.Miss && h.layout == r.Layout &&
+		h.jumps == string(r.Jumps) && maps.Equal(h.fields, r.Fields) && string(h.wire) == string(wire)
+}
+
+func (s *Store) internFields(f map[string]flow.Bits) map[string]flow.Bits {
+	if len(f) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(f)) {
+		fmt.Fprintf(&b, "%s=%s;", n, f[n])
+	}
+	k := b.String()
+	if m, ok := s.fieldSets[k]; ok {
+		return m
+	}
+	m := maps.Clone(f)
+	s.fieldSets[k] = m
+	return m
+}
+
+// entry rebuilds the Entry of a stored flow. The wire form was written by
+// the store itself, so it always decodes; a failure is a bug worth a panic
+// rather than a silently missing flow.
+func entry(k pipeline.Key, h *held) *Entry {
+	f, err := sdkhost.DecodeFlow(h.wire)
+	if err != nil {
+		panic(fmt.Sprintf("flowstore: stored flow %s does not decode: %v", k, err))
+	}
+	prefix, _, _ := pipeline.SplitCookie(h.cookie)
+	r := &pipeline.Resolved{Owner: h.owner.name, Flow: f, TableID: k.Table, Cookie: h.cookie, Goto: h.gotoID,
+		Fields: h.fields, Prefix: prefix, Layout: h.layout, Miss: h.miss}
+	if h.jumps != "" {
+		r.Jumps = []uint8(h.jumps)
+	}
+	return &Entry{Key: k, R: r}
+}
+
 // Change is one switch operation of a plan.
 type Change struct {
 	Kind flow.OpKind
+	// Refresh marks an add of a flow the switch already holds exactly as
+	// submitted (a restarted plugin re-submitting its flows): nothing is
+	// sent, and the store only records the owner's new round on it, so
+	// that Stale does not count it. The switch's copy keeps the cookie of
+	// the round that installed it; the sweep after Synced deletes stale
+	// flows by key for rounds the store has seen (Store.Stale).
+	Refresh bool
 	// Exactly one of these is set.
 	Flow  *Entry
 	Group *GroupEntry
@@ -92,41 +198,55 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 	o := s.owners[owner]
 	count := 0
 	if o != nil {
-		count = len(o.flows)
+		count = o.flows
 	}
 	// pending tracks keys this batch adds or deletes, so the count stays right
 	// when a batch touches the same key twice.
-	pending := map[pipeline.Key]bool{}
+	pending := make(map[pipeline.Key]bool, len(ops))
+	// enc and buf encode each re-submitted flow for comparison without
+	// allocating; only a flow that really changed gets its own copy.
+	var enc sdkhost.FlowEncoder
+	var buf []byte
 	for i, op := range ops {
 		switch {
 		case op.Flow != nil:
 			e := &Entry{Key: op.Flow.Key(), R: op.Flow}
 			cur := s.byKey[e.Key]
-			if cur != nil && cur.R.Owner != owner {
+			if cur != nil && cur.owner.name != owner {
 				verb := "install"
 				if op.Kind == flow.OpDelete {
 					verb = "delete"
 				}
 				return nil, fmt.Errorf("%w: plugin %q cannot %s flow %s (op %d): plugin %q already holds that table, priority and match",
-					sdk.ErrConflict, owner, verb, e.Key, i, cur.R.Owner)
+					sdk.ErrConflict, owner, verb, e.Key, i, cur.owner.name)
 			}
 			present, seen := pending[e.Key]
 			if !seen {
 				present = cur != nil
 			}
+			refresh := false
 			switch op.Kind {
 			case flow.OpAdd, flow.OpModify:
 				if !present {
 					count++
 				}
 				pending[e.Key] = true
+				if cur != nil && !seen && s.KnownRound != nil {
+					_, r, _ := pipeline.SplitCookie(cur.cookie)
+					if s.KnownRound(owner, r) {
+						buf = enc.Append(buf[:0], e.R.Flow)
+						if refresh = unchanged(cur, e.R, buf); !refresh {
+							e.wire = slices.Clip(slices.Clone(buf))
+						}
+					}
+				}
 			case flow.OpDelete:
 				if present {
 					count--
 				}
 				pending[e.Key] = false
 			}
-			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e})
+			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e, Refresh: refresh})
 		case op.Group != nil:
 			g := &GroupEntry{Owner: owner, Global: pipeline.GroupID(op.Prefix, op.Group.ID), Prefix: op.Prefix, Round: op.Round, Group: op.Group}
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Group: g})
@@ -147,15 +267,28 @@ func (s *Store) Commit(p *Plan) {
 	for _, c := range p.Changes {
 		switch {
 		case c.Flow != nil:
+			cur := s.byKey[c.Flow.Key]
+			if cur != nil && cur.owner != o {
+				continue // Plan refused this; never take another owner's flow
+			}
 			if c.Kind == flow.OpDelete {
-				if cur := s.byKey[c.Flow.Key]; cur != nil && cur.R.Owner == p.Owner {
+				if cur != nil {
 					delete(s.byKey, c.Flow.Key)
-					delete(o.flows, c.Flow.Key)
+					o.flows--
 				}
 				continue
 			}
-			s.byKey[c.Flow.Key] = c.Flow
-			o.flows[c.Flow.Key] = c.Flow
+			_, round, _ := pipeline.SplitCookie(c.Flow.R.Cookie)
+			if c.Refresh && cur != nil {
+				cur.round = round
+				continue
+			}
+			if cur == nil {
+				o.flows++
+			} else if cur.cookie == c.Flow.R.Cookie {
+				round = cur.round // rewritten in place (a re-layout): submitted when it was
+			}
+			s.byKey[c.Flow.Key] = s.compact(o, c.Flow, round)
 		case c.Group != nil:
 			if c.Kind == flow.OpDelete {
 				delete(o.groups, c.Group.Global)
@@ -175,7 +308,7 @@ func (s *Store) Commit(p *Plan) {
 // Count is the number of flows owner holds.
 func (s *Store) Count(owner string) int {
 	if o := s.owners[owner]; o != nil {
-		return len(o.flows)
+		return o.flows
 	}
 	return 0
 }
@@ -185,23 +318,58 @@ func (s *Store) Total() int { return len(s.byKey) }
 
 // Owner returns who holds a key.
 func (s *Store) Owner(k pipeline.Key) (string, bool) {
-	e, ok := s.byKey[k]
+	h, ok := s.byKey[k]
 	if !ok {
 		return "", false
 	}
-	return e.R.Owner, true
+	return h.owner.name, true
+}
+
+// Get returns the flow installed under k, if any.
+func (s *Store) Get(k pipeline.Key) (*Entry, bool) {
+	h, ok := s.byKey[k]
+	if !ok {
+		return nil, false
+	}
+	return entry(k, h), true
+}
+
+// CountByTable is the number of flows held per table ID.
+func (s *Store) CountByTable() map[uint8]int {
+	out := map[uint8]int{}
+	for k := range s.byKey {
+		out[k.Table]++
+	}
+	return out
 }
 
 // Flows returns owner's flows sorted by key (for replay and introspection).
 func (s *Store) Flows(owner string) []*Entry {
+	return s.flows(owner, func(*held) bool { return true })
+}
+
+// LayoutFlows returns owner's flows whose jump targets depend on the table
+// layout (they name the next table or a stage), sorted by key, except the
+// host's own table-miss flows.
+func (s *Store) LayoutFlows(owner string) []*Entry {
+	return s.flows(owner, func(h *held) bool { return h.layout && !h.miss })
+}
+
+func (s *Store) flows(owner string, keep func(*held) bool) []*Entry {
 	o := s.owners[owner]
 	if o == nil {
 		return nil
 	}
-	keys := slices.SortedFunc(maps.Keys(o.flows), compareKeys)
+	var keys []pipeline.Key
+	for k, h := range s.byKey {
+		if h.owner == o && keep(h) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, compareKeys)
 	out := make([]*Entry, len(keys))
 	for i, k := range keys {
-		out[i] = o.flows[k]
+		out[i] = entry(k, s.byKey[k])
 	}
 	return out
 }
@@ -235,16 +403,12 @@ func (s *Store) Meters(owner string) []*MeterEntry {
 // Owners lists owners with state, sorted.
 func (s *Store) Owners() []string { return slices.Sorted(maps.Keys(s.owners)) }
 
-// Stale returns owner's flows whose cookie round is not round: what a
-// restarted plugin did not re-install before it said it was synced.
+// Stale returns owner's flows that round did not submit: what a restarted
+// plugin did not re-install before it said it was synced. Their cookies
+// may carry any earlier round (a flow refreshed by several incarnations
+// keeps the first one's), so they are deleted by key.
 func (s *Store) Stale(owner string, round uint16) []*Entry {
-	var out []*Entry
-	for _, e := range s.Flows(owner) {
-		if _, r, _ := pipeline.SplitCookie(e.R.Cookie); r != round {
-			out = append(out, e)
-		}
-	}
-	return out
+	return s.flows(owner, func(h *held) bool { return h.round != round })
 }
 
 // StaleObjects returns owner's groups and meters last written by another
@@ -280,27 +444,29 @@ func (s *Store) ForgetObjects(owner string, gs []*GroupEntry, ms []*MeterEntry) 
 	}
 }
 
-// Forget drops entries from the store (after the switch deleted them).
+// Forget drops entries of owner from the store (after the switch deleted
+// them). An entry that was overwritten since it was listed (another cookie)
+// stays.
 func (s *Store) Forget(owner string, es []*Entry) {
 	o := s.owners[owner]
 	if o == nil {
 		return
 	}
 	for _, e := range es {
-		if cur := s.byKey[e.Key]; cur == e {
+		if cur := s.byKey[e.Key]; cur != nil && cur.owner == o && cur.cookie == e.R.Cookie {
 			delete(s.byKey, e.Key)
+			o.flows--
 		}
-		delete(o.flows, e.Key)
 	}
 }
 
 // ForgetTable drops every flow, of any owner, in a table ID (the table was
 // removed with its plugin).
 func (s *Store) ForgetTable(id uint8) {
-	for k, e := range s.byKey {
+	for k, h := range s.byKey {
 		if k.Table == id {
 			delete(s.byKey, k)
-			delete(s.owners[e.R.Owner].flows, k)
+			h.owner.flows--
 		}
 	}
 }
@@ -311,8 +477,10 @@ func (s *Store) DropOwner(owner string) {
 	if o == nil {
 		return
 	}
-	for k := range o.flows {
-		delete(s.byKey, k)
+	for k, h := range s.byKey {
+		if h.owner == o {
+			delete(s.byKey, k)
+		}
 	}
 	delete(s.owners, owner)
 }

@@ -109,6 +109,106 @@ func TestStaleAfterRestart(t *testing.T) {
 	}
 }
 
+// TestCompactFormRebuildsTheSameFlow: what the store hands back (Get,
+// Flows, LayoutFlows) prints exactly as the resolved flow it was given,
+// register fields, jumps and cookie included.
+func TestCompactFormRebuildsTheSameFlow(t *testing.T) {
+	a := pipeline.New()
+	mark := flow.Field{Name: "a.mark", Width: 4}
+	if _, err := a.Register("a", []sdk.Table{
+		{Name: "a.t", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
+		{Name: "a.u", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
+	}, []flow.Field{mark}); err != nil {
+		t.Fatal(err)
+	}
+	flows := []*flow.Flow{
+		{Table: "a.t", Priority: 7, Match: flow.Match{}.IPv4().Field(mark, 3).Field(flow.FieldPacketSource, 1),
+			Actions: []flow.Action{flow.LoadField(mark, 5), flow.Conntrack(flow.CT{Zone: 3, Resume: flow.GotoStage(flow.StageOutput)})},
+			Goto:    flow.NextTable(), Tag: 9},
+		{Table: "a.u", Priority: 1, Match: flow.Match{}.InPort(4), Actions: []flow.Action{flow.Output(2)}},
+	}
+	var ops []Op
+	want := map[pipeline.Key]string{}
+	for _, f := range flows {
+		r, err := a.Resolve("a", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, Op{Kind: flow.OpAdd, Flow: r})
+		want[r.Key()] = r.String()
+	}
+	s := New()
+	p, err := s.Plan("a", ops, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Commit(p)
+	got := map[pipeline.Key]string{}
+	for _, e := range s.Flows("a") {
+		got[e.Key] = e.R.String()
+		if g, ok := s.Get(e.Key); !ok || g.R.String() != e.R.String() {
+			t.Errorf("Get(%s) = %v, %v; want the flow Flows lists", e.Key, g, ok)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flows (-resolved +stored):\n%s", diff)
+	}
+	if l := s.LayoutFlows("a"); len(l) != 1 || l[0].R.Flow.Table != "a.t" {
+		t.Errorf("LayoutFlows = %v, want only the a.t flow (it names the next table)", l)
+	}
+	if c := s.CountByTable(); len(c) != 2 {
+		t.Errorf("CountByTable = %v, want one flow in each of two tables", c)
+	}
+}
+
+// TestRefreshOfUnchangedFlows: a restarted plugin re-submitting a flow
+// unchanged is a refresh (nothing to send; the flow is no longer stale),
+// a changed one is a real add.
+func TestRefreshOfUnchangedFlows(t *testing.T) {
+	a := layout(t)
+	s := New()
+	s.KnownRound = func(owner string, round uint16) bool { return owner == "a" && round == 1 }
+	mk := func(port, out uint32) *pipeline.Resolved {
+		r, err := a.Resolve("a", &flow.Flow{Table: "a.t", Priority: 1, Match: flow.Match{}.InPort(port), Actions: []flow.Action{flow.Output(out)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	p, _ := s.Plan("a", []Op{{Kind: flow.OpAdd, Flow: mk(1, 7)}, {Kind: flow.OpAdd, Flow: mk(2, 7)}, {Kind: flow.OpAdd, Flow: mk(3, 7)}}, 0)
+	s.Commit(p)
+	if _, err := a.Register("a", []sdk.Table{{Name: "a.t", Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Exported: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Plan("a", []Op{{Kind: flow.OpAdd, Flow: mk(1, 7)}, {Kind: flow.OpAdd, Flow: mk(2, 8)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refresh []bool
+	for _, c := range p.Changes {
+		refresh = append(refresh, c.Refresh)
+	}
+	if diff := cmp.Diff([]bool{true, false}, refresh); diff != "" {
+		t.Errorf("refresh per change (-want +got):\n%s", diff)
+	}
+	s.Commit(p)
+	var stale []string
+	for _, e := range s.Stale("a", 2) {
+		stale = append(stale, e.Key.Match)
+	}
+	if diff := cmp.Diff([]string{"in_port=3"}, stale); diff != "" {
+		t.Errorf("stale after round 2 (-want +got):\n%s", diff)
+	}
+	// The refreshed flow keeps its round-1 cookie (that is what the
+	// switch holds); the changed one carries round 2's.
+	for _, e := range s.Flows("a") {
+		_, round, _ := pipeline.SplitCookie(e.R.Cookie)
+		want := map[string]uint16{"in_port=1": 1, "in_port=2": 2, "in_port=3": 1}[e.Key.Match]
+		if round != want {
+			t.Errorf("%s: cookie round %d, want %d", e.Key.Match, round, want)
+		}
+	}
+}
 func TestTagged(t *testing.T) {
 	s := New()
 	mk := func(owner string, table uint8, prio uint16, tag uint32) *pipeline.Resolved {

@@ -7,19 +7,20 @@ const AllTables = -1
 
 // Tagged returns owner's flows whose cookie tag matches tag in the bits
 // of mask, in table (AllTables: any): what a delete-by-tag removes. The
-// order is unspecified.
+// order is unspecified. It reads only the key and cookie of each held flow
+// and rebuilds the Entry of the matches alone.
 func (s *Store) Tagged(owner string, table int, tag, mask uint32) []*Entry {
 	o := s.owners[owner]
 	if o == nil {
 		return nil
 	}
 	var out []*Entry
-	for k, e := range o.flows {
-		if table != AllTables && int(k.Table) != table {
+	for k, h := range s.byKey {
+		if h.owner != o || (table != AllTables && int(k.Table) != table) {
 			continue
 		}
-		if _, _, t := pipeline.SplitCookie(e.R.Cookie); t&mask == tag&mask {
-			out = append(out, e)
+		if _, _, t := pipeline.SplitCookie(h.cookie); t&mask == tag&mask {
+			out = append(out, entry(k, h))
 		}
 	}
 	return out
@@ -27,6 +28,9 @@ func (s *Store) Tagged(owner string, table int, tag, mask uint32) []*Entry {
 
 // Lookup returns the entry installed under k.
 func (s *Store) Lookup(k pipeline.Key) (*Entry, bool) {
-	e, ok := s.byKey[k]
-	return e, ok
+	h, ok := s.byKey[k]
+	if !ok {
+		return nil, false
+	}
+	return entry(k, h), true
 }

@@ -179,25 +179,68 @@ func (c *Client) FlowRestoreWait(ctx context.Context) (bool, error) {
 // datapath keeps forwarding with the old flows until the host has installed
 // its flows again; the host clears it once it has.
 func (c *Client) SetFlowRestoreWait(ctx context.Context, on bool) error {
+	v := ""
+	if on {
+		v = "true"
+	}
+	return c.setOtherConfig(ctx, flowRestoreWait, v)
+}
+
+const userspaceTSO = "userspace-tso-enable"
+
+// EnableUserspaceTSO sets other_config:userspace-tso-enable=true. With it,
+// ovs-vswitchd's userspace datapath takes TCP segments and packets whose
+// checksum is still to be filled in from the interfaces it opens later, and
+// hands them on as they are, as the kernel datapath does; without it every
+// pod must compute checksums itself and send MTU-sized segments. Call it
+// before the bridge's ports are created. ovs-vswitchd applies it once and
+// keeps it until it restarts, so it is never turned off here.
+func (c *Client) EnableUserspaceTSO(ctx context.Context) error {
+	if err := c.setOtherConfig(ctx, userspaceTSO, "true"); err != nil {
+		return err
+	}
+	c.log.Info("enabled userspace TSO", "other_config", userspaceTSO)
+	return nil
+}
+
+// OVSVersion is ovs-vswitchd's version as it records it in OVSDB
+// (Open_vSwitch.ovs_version, e.g. "3.1.0"); "" until it has.
+func (c *Client) OVSVersion(ctx context.Context) (string, error) {
+	root, err := c.root(ctx)
+	if err != nil {
+		return "", err
+	}
+	if root.OVSVersion == nil {
+		return "", nil
+	}
+	return *root.OVSVersion, nil
+}
+
+// setOtherConfig sets (or, for "", removes) one key of the Open_vSwitch
+// table's other_config; nothing is written when it already holds v.
+func (c *Client) setOtherConfig(ctx context.Context, key, v string) error {
 	root, err := c.root(ctx)
 	if err != nil {
 		return err
+	}
+	if cur, ok := root.OtherConfig[key]; ok == (v != "") && cur == v {
+		return nil
 	}
 	oc := maps.Clone(root.OtherConfig)
 	if oc == nil {
 		oc = map[string]string{}
 	}
-	if on {
-		oc[flowRestoreWait] = "true"
+	if v != "" {
+		oc[key] = v
 	} else {
-		delete(oc, flowRestoreWait)
+		delete(oc, key)
 	}
 	root.OtherConfig = oc
 	ops, err := c.c.Where(root).Update(root, &root.OtherConfig)
 	if err != nil {
 		return err
 	}
-	return c.transact(ctx, "set flow-restore-wait", ops...)
+	return c.transact(ctx, "set other_config:"+key, ops...)
 }
 
 // PortSpec describes a port to create.

@@ -3,6 +3,7 @@ package cni
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,56 @@ func TestDualStack(t *testing.T) {
 	reach(t, a.NetNS, v6(b))
 	reachTCP(t, a.NetNS, v6(b), 8080)
 	reach(t, a.NetNS, b.IP())
+}
+
+// TestFlowsPerPod: a pod costs what it costs in Antrea, at most 5 flows
+// for IPv4 and 8 for dual-stack, counted on the switch (dump-aggregate
+// before and after each ADD, so the count does not rely on podnet's tags);
+// the flows go again with the pod.
+func TestFlowsPerPod(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts cluster.Options
+		max  int
+	}{
+		{"IPv4", cluster.Options{}, 5},
+		{"dual-stack", cluster.Options{DualStack: true}, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, n := node1(t, tc.opts)
+			count := func() int {
+				out := n.OVS.Ofctl(t, "--no-stats", "dump-aggregate", "br-int")
+				i := strings.Index(out, "flow_count=")
+				if i < 0 {
+					t.Fatalf("no flow_count in dump-aggregate output %q", out)
+				}
+				v, err := strconv.Atoi(strings.Fields(out[i+len("flow_count="):])[0])
+				if err != nil {
+					t.Fatalf("flow_count in %q: %v", out, err)
+				}
+				return v
+			}
+			base := count()
+			a := mustPod(t, c, n, "a")
+			first := count() - base
+			b := mustPod(t, c, n, "b")
+			second := count() - base - first
+			t.Logf("flows per pod on the switch: %d, %d", first, second)
+			for name, got := range map[string]int{"first pod": first, "second pod": second} {
+				if got < 1 || got > tc.max {
+					t.Errorf("%s added %d flows, want 1..%d:\n%s", name, got, tc.max, n.OVS.Ofctl(t, "dump-flows", "br-int"))
+				}
+			}
+			// The node-wide flows still serve both pods.
+			reach(t, a.NetNS, b.IP())
+			reach(t, n.NetNS, b.IP())
+			c.DeletePod(t, a)
+			c.DeletePod(t, b)
+			if got := count(); got != base {
+				t.Errorf("after both DELs the switch holds %d flows, want %d as before the ADDs", got, base)
+			}
+		})
+	}
 }
 
 func TestDelLeavesNothing(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
@@ -30,6 +32,9 @@ var wantTables = map[string]struct {
 
 func cookiePrefix(c uint64) uint16 { return uint16(c >> 48) }
 func cookieRound(c uint64) uint16  { return uint16(c >> 32) }
+
+// withoutCookie is a dump-flows line without its cookie: the flow itself.
+func withoutCookie(line string) string { return cookieRe.ReplaceAllString(line, "") }
 
 // flowsOf groups the switch's flows by cookie prefix.
 func flowsOf(fs []ofFlow, prefix uint16) []ofFlow {
@@ -177,7 +182,8 @@ func TestHostLifecycle(t *testing.T) {
 
 	t.Run("kill -9 a plugin: no packet lost, it resyncs, stale flows swept", func(t *testing.T) {
 		before := n.plugins()["beta"]
-		oldProbe := probeFlows(n.dumpFlows())
+		beforeFlows := n.dumpFlows()
+		oldProbe := probeFlows(beforeFlows)
 		if len(oldProbe) != 1 {
 			t.Fatalf("want one probe flow of beta before the kill, got %v", oldProbe)
 		}
@@ -205,10 +211,29 @@ func TestHostLifecycle(t *testing.T) {
 		if len(newProbe) != 1 || newProbe[0].Line == oldProbe[0].Line {
 			t.Errorf("after resync want exactly the new incarnation's probe flow, got %v (old %v)", newProbe, oldProbe)
 		}
-		for _, f := range flowsOf(fs, after.Prefix) {
-			if cookieRound(f.Cookie) != after.Round {
-				t.Errorf("stale beta flow (round %d) survived the sync: %s", cookieRound(f.Cookie), f.Line)
+		// The new incarnation submitted the same flows except its probe:
+		// those the switch kept as they were (no cookie change, nothing
+		// re-sent), the old probe was swept and the new one installed.
+		// Nothing of another round than these two may remain.
+		want := map[string]bool{}
+		for _, f := range flowsOf(beforeFlows, before.Prefix) {
+			if f.Line != oldProbe[0].Line {
+				want[withoutCookie(f.Line)] = true
 			}
+		}
+		want[withoutCookie(newProbe[0].Line)] = true
+		got := map[string]bool{}
+		for _, f := range flowsOf(fs, after.Prefix) {
+			got[withoutCookie(f.Line)] = true
+			if r := cookieRound(f.Cookie); r != after.Round && r != before.Round {
+				t.Errorf("beta flow of round %d (neither %d nor %d) survived the sync: %s", r, before.Round, after.Round, f.Line)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("beta's flows after the resync (-want +got):\n%s", diff)
+		}
+		if after.Flows != len(got) {
+			t.Errorf("agent reports %d beta flows, the switch holds %d", after.Flows, len(got))
 		}
 	})
 

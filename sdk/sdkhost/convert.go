@@ -30,7 +30,7 @@ func toPBNodeFacts(n sdk.NodeFacts) *pb.Facts {
 	return &pb.Facts{
 		Name: n.Name, PodCidrs: toproto.Prefixes(n.PodCIDRs), NodeIps: toproto.Addrs(n.NodeIPs),
 		GatewayIp: toproto.Addr(n.GatewayIP), GatewayMac: n.GatewayMAC, Mtu: uint32(n.MTU),
-		Bridge: n.Bridge, DatapathType: n.DatapathType,
+		Bridge: n.Bridge, DatapathType: n.DatapathType, UserspaceTso: n.UserspaceTSO,
 	}
 }
 

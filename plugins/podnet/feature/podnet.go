@@ -139,7 +139,10 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	}
 	p.mu.Lock()
 	p.host, p.log, p.cfg, p.mtu, p.ipam, p.st = req.Host, log, cfg, mtu, al, st
-	p.noTxCsum = req.Node.DatapathType == "netdev"
+	// The userspace datapath forwards packets as it reads them: a checksum
+	// left to "whoever transmits" arrives unfilled, unless ovs-vswitchd
+	// takes such packets with their offload state (userspace TSO).
+	p.noTxCsum = req.Node.DatapathType == "netdev" && !req.Node.UserspaceTSO
 	p.gw = flows.Endpoint{OFPort: gwPort.OFPort, MAC: gwMAC, IPs: al.Gateways()}
 	p.mu.Unlock()
 

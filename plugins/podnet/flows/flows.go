@@ -40,6 +40,7 @@ const (
 	prioPodHigh   = 210
 	prioResponder = 220
 	prioGateway   = 100
+	prioDefault   = 50
 )
 
 // ARP opcodes (RFC 826).
@@ -88,6 +89,10 @@ func (e Endpoint) ip6() (netip.Addr, bool) {
 // linkLocal is where IPv6 neighbour discovery comes from.
 var linkLocal = netip.MustParsePrefix("fe80::/10")
 
+// solicitedNodes holds every solicited-node multicast address (RFC 4291
+// 2.7.1).
+var solicitedNodes = netip.MustParsePrefix("ff02::1:ff00:0/104")
+
 // SolicitedNode returns the solicited-node multicast address of a (RFC
 // 4291 2.7.1), where neighbour solicitations for a are sent.
 func SolicitedNode(a netip.Addr) netip.Addr {
@@ -99,24 +104,43 @@ func toPort(port uint32) []flow.Action {
 	return []flow.Action{flow.LoadField(flow.FieldTargetPort, port), flow.LoadField(flow.FieldOutputReady, 1)}
 }
 
-// StaticFlows do not depend on any endpoint.
+// StaticFlows do not depend on any endpoint. Besides the output flow they
+// classify every packet the gateway (or another plugin) does not claim as
+// coming from a local pod: a pod needs no classifier flow of its own, and a
+// port nobody classified is then held to a pod's spoof guard, which it
+// cannot pass, so it is dropped.
 func StaticFlows() []flow.Flow {
-	return []flow.Flow{{
-		Table: Output, Priority: prioPod,
-		Match:   flow.Match{}.Field(flow.FieldOutputReady, 1),
-		Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)},
-	}}
+	local := []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceLocal)}
+	return []flow.Flow{
+		{Table: Classifier, Priority: prioDefault, Match: flow.Match{}.ARP(), Actions: local,
+			Goto: flow.GotoPipeline(flow.PipelineARP, flow.StageValidation)},
+		{Table: Classifier, Priority: prioDefault, Match: flow.Match{}.IPv4(), Actions: local,
+			Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+		{Table: Classifier, Priority: prioDefault, Match: flow.Match{}.IPv6(), Actions: local,
+			Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
+		{Table: Output, Priority: prioPod, Match: flow.Match{}.Field(flow.FieldOutputReady, 1),
+			Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}},
+	}
 }
 
 // GatewayFlows attach the gateway port. Traffic from the gateway is
-// trusted: the node routes anything to its pods through it.
+// trusted: the node routes anything to its pods through it. They also hold
+// the node-wide ARP and neighbour-discovery delivery, which needs no flow
+// per pod: a pod's ARP that the responder does not answer (its gratuitous
+// ARP, its replies) goes to the gateway, the gateway's ARP and neighbour
+// solicitations are flooded by the switch's normal L2 processing, and only
+// the pod that owns the address answers.
 func GatewayFlows(gw Endpoint) []flow.Flow {
 	tag := gw.OFPort
+	fromGW := flow.Match{}.Field(flow.FieldPacketSource, flow.PacketSourceGateway)
+	fromPod := flow.Match{}.Field(flow.FieldPacketSource, flow.PacketSourceLocal)
 	fs := []flow.Flow{
 		{Table: Classifier, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort).ARP(),
 			Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceGateway)},
 			Goto:    flow.GotoPipeline(flow.PipelineARP, flow.StageValidation)},
 		{Table: ARPGuard, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort).ARP(), Goto: flow.NextTable()},
+		{Table: ARPForward, Priority: prioDefault, Match: fromPod.ARP(), Actions: []flow.Action{flow.Output(gw.OFPort)}},
+		{Table: ARPForward, Priority: prioDefault, Match: fromGW.ARP(), Actions: []flow.Action{flow.Normal()}},
 		{Table: IPGuard, Priority: prioGateway, Match: flow.Match{}.InPort(gw.OFPort), Goto: flow.NextTable()},
 		{Table: L2Forward, Priority: prioGateway, Match: flow.Match{}.EthDst(gw.MAC), Actions: toPort(gw.OFPort), Goto: flow.NextTable()},
 	}
@@ -136,6 +160,10 @@ func GatewayFlows(gw Endpoint) []flow.Flow {
 			// Neighbour solicitations for the gateway go to the gateway.
 			flow.Flow{Table: L2Forward, Priority: prioGateway, Match: flow.Match{}.IPv6().IPv6DstPrefix(netip.PrefixFrom(SolicitedNode(ip), 128)),
 				Actions: toPort(gw.OFPort), Goto: flow.NextTable()},
+			// The gateway's solicitations for a pod: every pod sees them,
+			// only the owner of the target address answers.
+			flow.Flow{Table: L2Forward, Priority: prioDefault, Match: fromGW.IPv6().IPv6DstPrefix(solicitedNodes),
+				Actions: []flow.Action{flow.Normal()}},
 		)
 	}
 	for i := range fs {
@@ -144,19 +172,15 @@ func GatewayFlows(gw Endpoint) []flow.Flow {
 	return fs
 }
 
-// PodFlows attach one pod. Every flow carries the pod's ofport as its tag,
-// so `ovs-ofctl dump-flows` shows which pod a flow belongs to.
+// PodFlows attach one pod: its spoof guards, the gateway's ARP responder,
+// and L3 and L2 delivery to it. Every flow carries the pod's ofport as its
+// tag, so `ovs-ofctl dump-flows` shows which pod a flow belongs to.
 func PodFlows(gw, pod Endpoint) []flow.Flow {
 	in := flow.Match{}.InPort(pod.OFPort)
-	src := []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceLocal)}
 	var fs []flow.Flow
 	gwIP, gwOK := gw.ip4()
 	if ip, ok := pod.ip4(); ok && gwOK {
 		fs = append(fs,
-			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.ARP(), Actions: src,
-				Goto: flow.GotoPipeline(flow.PipelineARP, flow.StageValidation)},
-			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.IPv4(), Actions: src,
-				Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
 			// Spoof guard: sender IP and MAC must both be the pod's own.
 			flow.Flow{Table: ARPGuard, Priority: prioPod, Match: in.ARP().EthSrc(pod.MAC).ARPSha(pod.MAC).ARPSpa(ip), Goto: flow.NextTable()},
 			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv4().EthSrc(pod.MAC).IPv4Src(ip), Goto: flow.NextTable()},
@@ -166,25 +190,17 @@ func PodFlows(gw, pod Endpoint) []flow.Flow {
 			// gateway without a round trip to the node's kernel.
 			flow.Flow{Table: ARPForward, Priority: prioResponder, Match: in.ARP().ARPOp(arpRequest).ARPTpa(gwIP),
 				Actions: arpReply(gw.MAC, gwIP, pod.MAC, ip)},
-			// ARP for the pod's IP reaches the pod; the pod's own
-			// announcement (gratuitous ARP) goes to the gateway.
-			flow.Flow{Table: ARPForward, Priority: prioPod, Match: flow.Match{}.ARP().ARPTpa(ip), Actions: []flow.Action{flow.Output(pod.OFPort)}},
-			flow.Flow{Table: ARPForward, Priority: prioPodHigh, Match: in.ARP().ARPTpa(ip), Actions: []flow.Action{flow.Output(gw.OFPort)}},
 			flow.Flow{Table: L3Forward, Priority: prioPod, Match: flow.Match{}.IPv4().EthDst(gw.MAC).IPv4Dst(ip),
 				Actions: []flow.Action{flow.SetEthSrc(gw.MAC), flow.SetEthDst(pod.MAC), flow.DecTTL()}, Goto: flow.NextTable()},
 		)
 	}
 	if ip, ok := pod.ip6(); ok {
 		fs = append(fs,
-			flow.Flow{Table: Classifier, Priority: prioPod, Match: in.IPv6(), Actions: src,
-				Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
 			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv6().EthSrc(pod.MAC).IPv6SrcPrefix(netip.PrefixFrom(ip, 128)), Goto: flow.NextTable()},
 			// Neighbour discovery is sent from link-local addresses.
 			flow.Flow{Table: IPGuard, Priority: prioPod, Match: in.IPv6().EthSrc(pod.MAC).IPv6SrcPrefix(linkLocal), Goto: flow.NextTable()},
 			flow.Flow{Table: L3Forward, Priority: prioPod, Match: flow.Match{}.IPv6().EthDst(gw.MAC).IPv6DstPrefix(netip.PrefixFrom(ip, 128)),
 				Actions: []flow.Action{flow.SetEthSrc(gw.MAC), flow.SetEthDst(pod.MAC), flow.DecTTL()}, Goto: flow.NextTable()},
-			flow.Flow{Table: L2Forward, Priority: prioPod, Match: flow.Match{}.IPv6().IPv6DstPrefix(netip.PrefixFrom(SolicitedNode(ip), 128)),
-				Actions: toPort(pod.OFPort), Goto: flow.NextTable()},
 		)
 	}
 	fs = append(fs, flow.Flow{Table: L2Forward, Priority: prioPod, Match: flow.Match{}.EthDst(pod.MAC),

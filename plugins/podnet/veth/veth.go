@@ -28,7 +28,8 @@ type Config struct {
 	Addrs    []netip.Addr
 	Gateways []netip.Addr
 	// NoTxChecksum turns off transmit checksum offload on the pod end; the
-	// OVS userspace (netdev) datapath needs it for TCP and UDP to work.
+	// OVS userspace (netdev) datapath without userspace TSO needs it for
+	// TCP and UDP to work.
 	NoTxChecksum bool
 }
 

@@ -1000,3 +1000,45 @@ func Decode(data []byte) (*flow.Batch, error) {
 	}
 	return out, nil
 }
+
+// AppendFlow appends f alone in its wire form (a serialized Flow message,
+// without the operation): the compact form in which the host keeps the
+// flows it installed. f must be valid (flow.Flow.Validate): the host keeps
+// only flows it decoded from a plugin's batch and validated, whose every
+// action encodes, so a failure here is a bug and panics.
+func AppendFlow(b []byte, f *flow.Flow) []byte {
+	var e encoder
+	return mustFlow(e.appendFlow(b, f, 0, 0))
+}
+
+func mustFlow(b []byte, err error) []byte {
+	if err != nil {
+		panic("fastwire: encoding a validated flow: " + err.Error())
+	}
+	return b
+}
+
+// FlowEncoder is AppendFlow with scratch buffers kept between calls, for
+// encoding many flows one after the other without allocating.
+type FlowEncoder struct{ e encoder }
+
+// Append is AppendFlow.
+func (fe *FlowEncoder) Append(b []byte, f *flow.Flow) []byte {
+	return mustFlow(fe.e.appendFlow(b, f, 0, 0))
+}
+
+// DecodeFlow reads one flow written by AppendFlow. The flow owns its
+// memory: nothing refers back to data.
+func DecodeFlow(data []byte) (*flow.Flow, error) {
+	d := &decoder{nflows: 1}
+	df, err := d.decodeFlow(data)
+	if err != nil {
+		return nil, err
+	}
+	f := &df.f
+	f.Match = flow.MatchOf(d.fields[df.start:df.end:df.end]...)
+	if df.aEnd > df.aStart {
+		f.Actions = d.actions[df.aStart:df.aEnd:df.aEnd]
+	}
+	return f, nil
+}

@@ -1586,15 +1586,19 @@ func (x *NodeEventRequest) GetNode() *NodeInfo {
 }
 
 type Facts struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	PodCidrs      []string               `protobuf:"bytes,2,rep,name=pod_cidrs,json=podCidrs,proto3" json:"pod_cidrs,omitempty"`
-	NodeIps       []string               `protobuf:"bytes,3,rep,name=node_ips,json=nodeIps,proto3" json:"node_ips,omitempty"`
-	GatewayIp     string                 `protobuf:"bytes,4,opt,name=gateway_ip,json=gatewayIp,proto3" json:"gateway_ip,omitempty"`
-	GatewayMac    []byte                 `protobuf:"bytes,5,opt,name=gateway_mac,json=gatewayMac,proto3" json:"gateway_mac,omitempty"`
-	Mtu           uint32                 `protobuf:"varint,6,opt,name=mtu,proto3" json:"mtu,omitempty"`
-	Bridge        string                 `protobuf:"bytes,7,opt,name=bridge,proto3" json:"bridge,omitempty"`
-	DatapathType  string                 `protobuf:"bytes,8,opt,name=datapath_type,json=datapathType,proto3" json:"datapath_type,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	PodCidrs     []string               `protobuf:"bytes,2,rep,name=pod_cidrs,json=podCidrs,proto3" json:"pod_cidrs,omitempty"`
+	NodeIps      []string               `protobuf:"bytes,3,rep,name=node_ips,json=nodeIps,proto3" json:"node_ips,omitempty"`
+	GatewayIp    string                 `protobuf:"bytes,4,opt,name=gateway_ip,json=gatewayIp,proto3" json:"gateway_ip,omitempty"`
+	GatewayMac   []byte                 `protobuf:"bytes,5,opt,name=gateway_mac,json=gatewayMac,proto3" json:"gateway_mac,omitempty"`
+	Mtu          uint32                 `protobuf:"varint,6,opt,name=mtu,proto3" json:"mtu,omitempty"`
+	Bridge       string                 `protobuf:"bytes,7,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	DatapathType string                 `protobuf:"bytes,8,opt,name=datapath_type,json=datapathType,proto3" json:"datapath_type,omitempty"`
+	// netdev datapath with OVS userspace-tso-enable: pods may leave TCP
+	// segmentation and checksums to the switch. (Numbered apart from the
+	// fields above so that other additions do not collide.)
+	UserspaceTso  bool `protobuf:"varint,16,opt,name=userspace_tso,json=userspaceTso,proto3" json:"userspace_tso,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1683,6 +1687,13 @@ func (x *Facts) GetDatapathType() string {
 		return x.DatapathType
 	}
 	return ""
+}
+
+func (x *Facts) GetUserspaceTso() bool {
+	if x != nil {
+		return x.UserspaceTso
+	}
+	return false
 }
 
 type MatchField struct {
@@ -3871,7 +3882,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\tpod_cidrs\x18\x03 \x03(\tR\bpodCidrs\"Z\n" +
 	"\x10NodeEventRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x122\n" +
-	"\x04node\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.NodeInfoR\x04node\"\xe2\x01\n" +
+	"\x04node\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.NodeInfoR\x04node\"\x87\x02\n" +
 	"\x05Facts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpod_cidrs\x18\x02 \x03(\tR\bpodCidrs\x12\x19\n" +
@@ -3882,7 +3893,8 @@ const file_plugin_proto_rawDesc = "" +
 	"gatewayMac\x12\x10\n" +
 	"\x03mtu\x18\x06 \x01(\rR\x03mtu\x12\x16\n" +
 	"\x06bridge\x18\a \x01(\tR\x06bridge\x12#\n" +
-	"\rdatapath_type\x18\b \x01(\tR\fdatapathType\"}\n" +
+	"\rdatapath_type\x18\b \x01(\tR\fdatapathType\x12#\n" +
+	"\ruserspace_tso\x18\x10 \x01(\bR\fuserspaceTso\"}\n" +
 	"\n" +
 	"MatchField\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x121\n" +
