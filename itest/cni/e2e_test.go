@@ -306,10 +306,11 @@ func TestExhaustedCIDR(t *testing.T) {
 }
 
 func TestFlowFailureRollsBack(t *testing.T) {
-	// Room for podnet's base flows (output, six gateway flows, the host's
-	// miss flow for l3_forward) and one pod of nine: the second pod's
-	// flows are refused by the host's per-plugin limit.
-	c, n := node1(t, cluster.Options{StartAgent: agentStarter(agentOptions{maxFlows: 8 + 9})})
+	// Room for podnet's base flows (output and three default classifier
+	// flows, eight gateway and node-wide ARP flows, the host's miss flow
+	// for l3_forward) and one pod of five: the second pod's flows are
+	// refused by the host's per-plugin limit.
+	c, n := node1(t, cluster.Options{StartAgent: agentStarter(agentOptions{maxFlows: 13 + 5})})
 	mustPod(t, c, n, "p1")
 	before := footprintOf(t, n)
 	_, err := addPod(t, n, "p2")

@@ -14,7 +14,7 @@ mkdir -p "$out"
 # Micro-benchmarks run for the default benchtime; the whole-system ones
 # (100k flows, 100 pods, 100k-pod policy workloads) take seconds per
 # iteration, so one iteration per run is the measurement.
-micro=(./host/openflow ./sdk/internal/fromproto)
+micro=(./host/openflow ./host/agent ./sdk/internal/fromproto)
 system=(./itest/openflow ./itest/host ./itest/cni ./itest/ovs)
 
 run() { # benchtime pkg
