@@ -54,11 +54,20 @@ type Agent struct {
 	db   PortDB
 	node sdk.NodeFacts
 
-	// mu serialises arbitration, the flow store and switch writes, so a
-	// plan checked against the store is still valid when it is committed.
+	// lay orders batches against layout changes. A batch holds it shared
+	// from resolving to committing, so the layout it was checked against
+	// stays; a layout change (load, unload, sweep, replay) holds it
+	// exclusively. The arbiter changes only with lay held exclusively and
+	// mu held too, so either one is enough to read it.
+	lay sync.RWMutex
+	// mu guards the flow store, the keys in flight and the owner locks. It
+	// is never held across a switch round trip: batches of different
+	// plugins reach the switch side by side (see Apply).
 	mu        sync.Mutex
 	arb       *pipeline.Arbiter
 	store     *flowstore.Store
+	inflight  map[pipeline.Key]string
+	owners    map[string]*sync.Mutex
 	statePath string
 
 	pmu     sync.Mutex
@@ -83,6 +92,7 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
 	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), cfg: cfg,
+		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
 	a.arb, err = loadState(a.statePath)
 	if err != nil {
@@ -135,8 +145,8 @@ func loadState(path string) (*pipeline.Arbiter, error) {
 	return a, nil
 }
 
-// saveStateLocked persists the layout; a.mu must be held.
-func (a *Agent) saveStateLocked() {
+// saveState persists the layout; the caller holds a.lay exclusively.
+func (a *Agent) saveState() {
 	b, err := json.MarshalIndent(a.arb.Snapshot(), "", " ")
 	if err == nil {
 		tmp := a.statePath + ".tmp"
@@ -171,14 +181,14 @@ func (a *Agent) Start(ctx context.Context) error {
 	for _, p := range cfg.Plugins {
 		enabled[p.Name] = true
 	}
-	a.mu.Lock()
+	a.lay.RLock()
 	stale := []string{}
 	for _, n := range a.arb.PluginNames() {
 		if !enabled[n] {
 			stale = append(stale, n)
 		}
 	}
-	a.mu.Unlock()
+	a.lay.RUnlock()
 	for _, n := range stale {
 		a.log.Info("plugin in the persisted layout is no longer enabled; removing its flows, ports and tables", "plugin", n)
 		a.removePlugin(ctx, n)
@@ -243,15 +253,15 @@ func (a *Agent) Replays() int {
 func (a *Agent) Replay(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	a.mu.Lock()
-	meters, msgs, err := a.allMessagesLocked()
+	a.lay.Lock()
+	meters, msgs, err := a.allMessages()
 	if err == nil {
-		err = a.sendMetersLocked(ctx, meters)
+		err = a.sendMeters(ctx, meters)
 	}
 	if err == nil {
 		err = a.sw.Bundle(ctx, msgs, false)
 	}
-	a.mu.Unlock()
+	a.lay.Unlock()
 	if err != nil {
 		return fmt.Errorf("replay %d messages: %w", len(msgs), err)
 	}

@@ -26,9 +26,18 @@ type fakeSwitch struct {
 	bundles [][]openflow.Message
 	fail    error
 	events  chan openflow.Event
+	// hold, if set, is called before a bundle is taken, outside the lock,
+	// so a test can keep one bundle "on the wire".
+	hold func(msgs []openflow.Message)
 }
 
 func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) error {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		hold(msgs)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -332,5 +341,97 @@ func TestRemoveOwner(t *testing.T) {
 	// the last table of the pipeline, so its miss flow is removed (a miss drops).
 	if diff := cmp.Diff([]string(nil), a.Flows("a")); diff != "" {
 		t.Errorf("a's flows after b left (-want +got):\n%s", diff)
+	}
+}
+
+// cookiePrefix is the cookie prefix of a bundle's first flow mod.
+func cookiePrefix(msgs []openflow.Message) uint16 {
+	for _, m := range msgs {
+		if fm, ok := m.(*openflow.FlowMod); ok {
+			p, _, _ := pipeline.SplitCookie(fm.Flow.Cookie)
+			return p
+		}
+	}
+	return 0
+}
+
+// A plugin's batch that is still on its way to the switch neither blocks
+// another plugin's batch nor lets it take the same flow key.
+func TestBatchesOfPluginsDoNotWaitForEachOther(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "b", tOut)
+	pa, _ := a.arb.Plugin("a")
+	onWire, release := make(chan struct{}), make(chan struct{})
+	sw.mu.Lock()
+	sw.hold = func(msgs []openflow.Message) {
+		if cookiePrefix(msgs) == pa.Prefix {
+			close(onWire)
+			<-release
+		}
+	}
+	sw.mu.Unlock()
+	shared := flow.Flow{Table: "a.val", Priority: 7, Match: flow.Match{}.InPort(9)}
+	big := flow.NewBatch().AddFlows(shared)
+	for i := range 100 {
+		big.AddFlows(flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(uint32(100 + i))})
+	}
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Apply(ctx, "a", big, config.Limits{}) }()
+	<-onWire
+
+	// b's own flow goes through while a's batch is held on the wire.
+	if err := a.Apply(ctx, "b", flow.NewBatch().AddFlows(flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(1)}), config.Limits{}); err != nil {
+		t.Fatalf("b's batch while a's is on the wire: %v", err)
+	}
+	// The key a is installing is taken, although not yet committed.
+	err := a.Apply(ctx, "b", flow.NewBatch().AddFlows(shared), config.Limits{})
+	if !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), `plugin "a" is installing that table, priority and match right now`) {
+		t.Errorf("b writing a's in-flight key: err = %v, want ErrConflict naming plugin a", err)
+	}
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	// Once committed, the usual conflict applies.
+	err = a.Apply(ctx, "b", flow.NewBatch().AddFlows(shared), config.Limits{})
+	if !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), `plugin "a" already holds`) {
+		t.Errorf("b writing a's installed key: err = %v, want ErrConflict", err)
+	}
+	if n := len(a.Flows("a")); n != 102 { // the batch and a.val's miss flow
+		t.Errorf("a holds %d flows, want 102", n)
+	}
+}
+
+// Unloading a plugin removes, in the same bundle, the flows of others that
+// jump into its tables by name: nothing on the switch points at a table
+// nobody owns.
+func TestUnloadRemovesDanglingJumps(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "c", sdk.Table{Name: "c.route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Exported: true})
+	jump := flow.Flow{Table: "a.val", Priority: 10, Match: flow.Match{}.InPort(4), Goto: flow.GotoTable("c.route")}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(jump), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	before := sw.count()
+	a.RemoveOwner(ctx, "c")
+	if n := sw.count() - before; n != 1 {
+		t.Errorf("unload took %d bundles, want 1 (one layout change, one bundle)", n)
+	}
+	got := sw.textsSince(before)
+	want := []string{
+		"DEL cookie=0x2000000000000, table=255, priority=0 actions=drop",
+		"DEL table=90, priority=0 actions=drop",
+		"DEL_STRICT cookie=0x1000100000000, table=30, priority=10,in_port=4 actions=drop", // a's jump into c.route
+		"DEL_STRICT cookie=0x1000100000000, table=30, priority=0 actions=drop",            // a.val is last again
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unload bundle (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string(nil), a.Flows("a")); diff != "" {
+		t.Errorf("a's flows after c left (-want +got):\n%s", diff)
 	}
 }

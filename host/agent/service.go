@@ -101,7 +101,7 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 		return err
 	}
 	s.a.mu.Lock()
-	fields := s.a.fieldsLocked(s.name())
+	fields := s.a.fields(s.name())
 	p, _ := s.a.arb.Plugin(s.name())
 	s.a.mu.Unlock()
 	for _, act := range po.Actions {

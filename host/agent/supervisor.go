@@ -157,10 +157,10 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	if desc.Name != r.spec.Name {
 		return &permanentError{fmt.Errorf("plugin at %s calls itself %q but is enabled as %q; the names must match", r.spec.Path, desc.Name, r.spec.Name)}
 	}
-	r.a.mu.Lock()
+	r.a.lay.Lock()
 	_, err = r.a.registerLocked(callCtx, r.spec.Name, desc)
 	asg, _ := r.a.arb.Assignment(r.spec.Name)
-	r.a.mu.Unlock()
+	r.a.lay.Unlock()
 	if err != nil {
 		return &permanentError{err}
 	}
