@@ -69,6 +69,11 @@ type Agent struct {
 	inflight  map[pipeline.Key]string
 	owners    map[string]*sync.Mutex
 	statePath string
+	// lanes are the connections batches go out on: sw and, against a real
+	// switch, batchLanes more. The switch serves each connection in order,
+	// so a small batch sent behind a 20,000-flow one on the same connection
+	// would wait for all of it; a batch takes the least busy lane instead.
+	lanes []*lane
 
 	pmu     sync.Mutex
 	cfg     *config.Config
@@ -92,7 +97,7 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
 	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), cfg: cfg,
-		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{},
+		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
 	a.arb, err = loadState(a.statePath)
 	if err != nil {
@@ -163,6 +168,9 @@ func (a *Agent) saveState() {
 // knows but the config no longer enables, and starts the configured plugins
 // in config order. It returns once every plugin had its first start attempt.
 func (a *Agent) Start(ctx context.Context) error {
+	if err := a.openLanes(ctx); err != nil {
+		return err
+	}
 	a.eventDone = make(chan struct{})
 	go a.events(ctx)
 	if on, err := a.db.FlowRestoreWait(ctx); err == nil && on {
@@ -210,6 +218,65 @@ func (a *Agent) Stop() {
 	a.pmu.Unlock()
 	for i := len(rs) - 1; i >= 0; i-- {
 		rs[i].stop()
+	}
+	a.closeLanes()
+}
+
+// batchLanes is how many connections, besides the main one, carry batches.
+const batchLanes = 2
+
+// lane is one OpenFlow connection batches go out on.
+type lane struct {
+	sw   Switch
+	busy int // batches in flight on it; guarded by Agent.mu
+	conn *openflow.Conn
+}
+
+// openLanes dials the extra batch connections when the agent drives a
+// real switch (a test's fake switch has one lane).
+func (a *Agent) openLanes(ctx context.Context) error {
+	if _, real := a.sw.(*openflow.Conn); !real || len(a.lanes) > 1 {
+		return nil
+	}
+	for range batchLanes {
+		c, err := openflow.Dial(ctx, "unix", a.cfg.MgmtSocket(), openflow.Options{Logger: a.log, NoAsync: true})
+		if err != nil {
+			a.closeLanes()
+			return fmt.Errorf("batch connection to %s: %w", a.cfg.MgmtSocket(), err)
+		}
+		a.mu.Lock()
+		a.lanes = append(a.lanes, &lane{sw: c, conn: c})
+		a.mu.Unlock()
+	}
+	return nil
+}
+
+func (a *Agent) closeLanes() {
+	a.mu.Lock()
+	ls := a.lanes[1:]
+	a.lanes = a.lanes[:1]
+	a.mu.Unlock()
+	for _, l := range ls {
+		l.conn.Close()
+	}
+}
+
+// lane takes the least busy lane (the main connection on a tie) for one
+// batch; done gives it back.
+func (a *Agent) lane() (sw Switch, done func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	best := a.lanes[0]
+	for _, l := range a.lanes[1:] {
+		if l.busy < best.busy {
+			best = l
+		}
+	}
+	best.busy++
+	return best.sw, func() {
+		a.mu.Lock()
+		best.busy--
+		a.mu.Unlock()
 	}
 }
 

@@ -100,7 +100,10 @@ func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, 
 	if err := a.sendMeters(ctx, pre); err != nil {
 		return fmt.Errorf("%w: plugin %q: the switch refused a meter (nothing was applied): %v", sdk.ErrSwitch, owner, err)
 	}
-	if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+	sw, done := a.lane()
+	err = sw.Bundle(ctx, msgs, true)
+	done()
+	if err != nil {
 		a.undoMeters(ctx, pre)
 		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs)+len(pre), err)
 	}

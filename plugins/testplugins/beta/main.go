@@ -3,7 +3,8 @@
 // write into another plugin's private table and logs the refusal; with
 // probe set it installs one flow unique to this incarnation, so a test can
 // watch the previous incarnation's copy get swept. With flows set it
-// installs that many filler flows (benchmarks).
+// installs that many filler flows (benchmarks); with churn set it rewrites
+// that many flows, batch after batch (the isolation benchmark).
 package main
 
 import (
@@ -47,6 +48,13 @@ func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRespons
 		return err
 	}
 	h := req.Host
+	if cfg.Churn > 0 {
+		if err := h.Synced(ctx); err != nil {
+			return err
+		}
+		go churn(h, cfg.Churn, cfg.ChurnFile)
+		return nil
+	}
 	b := flow.NewBatch()
 	for _, p := range cfg.Ports {
 		port, err := h.Port(ctx, p.Name)
@@ -119,6 +127,38 @@ func fill(ctx context.Context, h sdk.Host, n, batch int) error {
 	}
 	h.Logger().Info("filler flows installed", "flows", n, "took", time.Since(start))
 	return nil
+}
+
+// churn re-applies n flows in one batch, back to back, while file exists;
+// each batch moves every flow to another output port, so each one really
+// rewrites n flows on the switch. It runs until the process ends.
+func churn(h sdk.Host, n int, file string) {
+	ctx := context.Background()
+	batches, idle := 0, false
+	for gen := 0; ; gen++ {
+		if _, err := os.Stat(file); err != nil {
+			if !idle {
+				_ = os.WriteFile(file+".idle", nil, 0o644)
+				idle = true
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		idle = false
+		b := flow.NewBatch()
+		for i := range n {
+			f := FillerFlow(i)
+			f.Actions = []flow.Action{flow.Output(uint32(1 + (i+gen)%8))}
+			b.AddFlows(f)
+		}
+		if err := h.Apply(ctx, b); err != nil {
+			h.Logger().Error("churn batch refused", "error", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		batches++
+		_ = os.WriteFile(file+".n", []byte(fmt.Sprint(batches)), 0o644)
+	}
 }
 
 func main() { sdk.Serve(beta{}) }

@@ -29,6 +29,13 @@ type Config struct {
 	Flows int `json:"flows"`
 	// Batch is the filler batch size.
 	Batch int `json:"batch"`
+	// Churn, if set, makes beta re-apply that many flows in one batch, back
+	// to back, for as long as the file ChurnFile exists (the isolation
+	// benchmark's noisy neighbour). After each batch it writes the number
+	// of batches so far to ChurnFile+".n"; when it finds the file gone it
+	// writes ChurnFile+".idle" and waits for it to come back.
+	Churn     int    `json:"churn"`
+	ChurnFile string `json:"churnFile"`
 	// Punt, if set, is an IP whose ICMP packets alpha sends to itself
 	// (packet-in) and re-injects towards the other port (packet-out).
 	Punt string `json:"punt"`
