@@ -80,6 +80,15 @@ type Agent struct {
 	plugins map[string]*runner
 	order   []string
 
+	// evmu orders pod and node events (shared) against admitting a plugin
+	// incarnation (exclusive), which replays known to it.
+	evmu  sync.RWMutex
+	known struct {
+		sync.Mutex
+		pods  map[string]sdk.PodInterface // by container ID/ifname
+		nodes map[string]sdk.NodeInfo     // by name
+	}
+
 	replays   int
 	replayMu  sync.Mutex
 	eventDone chan struct{}
@@ -99,6 +108,7 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
+	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
 	a.arb, err = loadState(a.statePath)
 	if err != nil {
 		return nil, err

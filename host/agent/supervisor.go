@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -16,8 +17,8 @@ import (
 
 // Plugin states as the introspection API reports them.
 const (
-	StateStarting   = "starting"
-	StateRunning    = "running" // started, not yet synced
+	StateStarting   = "starting" // launched; its Start has not returned yet
+	StateRunning    = "running"  // Start returned, not yet synced
 	StateSynced     = "synced"
 	StateRestarting = "restarting"
 	StateFailed     = "failed" // will not be retried until the config changes
@@ -44,8 +45,12 @@ type runner struct {
 	caps       []sdk.Capability
 	proc       *sdkhost.Plugin
 	synced     chan struct{} // closed on each incarnation's Synced
-	startedAt  time.Time     // when the current incarnation's Start was called
-	syncTook   time.Duration // Start call to Synced, last incarnation
+	// started is set once the current incarnation's Start returned and it
+	// was given the current pods and nodes; only then do calls and events
+	// reach it.
+	started   bool
+	startedAt time.Time     // when the current incarnation's Start was called
+	syncTook  time.Duration // Start call to Synced, last incarnation
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -147,7 +152,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 		return err
 	}
 	defer p.Kill()
-	r.set(func(r *runner) { r.proc, r.pid, r.apiVersion = p, p.Pid(), p.Version() })
+	r.set(func(r *runner) { r.proc, r.pid, r.apiVersion, r.started = p, p.Pid(), p.Version(), false })
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	desc, caps, err := p.Describe(callCtx)
@@ -156,6 +161,11 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	}
 	if desc.Name != r.spec.Name {
 		return &permanentError{fmt.Errorf("plugin at %s calls itself %q but is enabled as %q; the names must match", r.spec.Path, desc.Name, r.spec.Name)}
+	}
+	if slices.Contains(caps, sdk.CapCNI) {
+		if other := r.a.cniClaimedBy(r.spec.Name); other != "" {
+			return &permanentError{fmt.Errorf("plugin %q handles CNI, but plugin %q already does on this node; a node has one CNI plugin: disable one of them", r.spec.Name, other)}
+		}
 	}
 	r.a.lay.Lock()
 	_, err = r.a.registerLocked(callCtx, r.spec.Name, desc)
@@ -166,7 +176,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	}
 	synced := make(chan struct{})
 	r.set(func(r *runner) {
-		r.version, r.caps, r.state, r.synced = desc.Version, caps, StateRunning, synced
+		r.version, r.caps, r.state, r.synced = desc.Version, caps, StateStarting, synced
 	})
 	r.log.Info("plugin registered", "version", desc.Version, "api_version", p.Version(), "pid", p.Pid(),
 		"round", asg.Round, "cookie_prefix", asg.CookiePrefix, "tables", asg.Tables)
@@ -175,6 +185,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.node, Config: r.spec.Config, Service: svc}); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	r.a.admit(callCtx, r, p, caps)
 	started()
 	return r.watch(ctx, p)
 }
@@ -212,6 +223,28 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 	}
 }
 
+// cniClaimedBy names another enabled plugin that declared the CNI
+// capability, or "".
+func (a *Agent) cniClaimedBy(name string) string {
+	a.pmu.Lock()
+	order := slices.Clone(a.order)
+	rs := maps.Clone(a.plugins)
+	a.pmu.Unlock()
+	for _, n := range order {
+		r := rs[n]
+		if r == nil || n == name {
+			continue
+		}
+		r.mu.Lock()
+		claims := slices.Contains(r.caps, sdk.CapCNI) && r.state != StateFailed
+		r.mu.Unlock()
+		if claims {
+			return n
+		}
+	}
+	return ""
+}
+
 // markSynced is called when the current incarnation says it is synced.
 func (r *runner) markSynced() {
 	r.set(func(r *runner) {
@@ -233,9 +266,9 @@ func (r *runner) deliverPacketIns(ctx context.Context) {
 			return
 		case pi := <-r.pktin:
 			r.mu.Lock()
-			p := r.proc
+			p, started := r.proc, r.started
 			r.mu.Unlock()
-			if p == nil {
+			if p == nil || !started {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"switchyard.dev/switchyard/plugins/testplugins/internal/tpconf"
@@ -20,14 +21,17 @@ import (
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
-type beta struct{}
+type beta struct {
+	started  atomic.Bool
+	eventLog atomic.Pointer[string]
+}
 
 const (
 	tGuard   = "beta.guard"
 	tIngress = "beta.ingress"
 )
 
-func (beta) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+func (*beta) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "beta", "1.0.0"
 	r.Tables = []sdk.Table{
 		{Name: tGuard, Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissNext},
@@ -42,10 +46,20 @@ func FillerFlow(i int) flow.Flow {
 	return flow.Flow{Table: tIngress, Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(a), Actions: []flow.Action{flow.Output(uint32(1 + i%8))}}
 }
 
-func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+func (bt *beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) (err error) {
+	defer func() { bt.started.Store(err == nil) }()
 	cfg, err := tpconf.Parse(req.Config)
 	if err != nil {
 		return err
+	}
+	bt.eventLog.Store(&cfg.EventLog)
+	if cfg.StartBlock != "" {
+		if err := os.WriteFile(cfg.StartBlock+".entered", nil, 0o644); err != nil {
+			return err
+		}
+		for _, err := os.Stat(cfg.StartBlock); err == nil; _, err = os.Stat(cfg.StartBlock) {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	h := req.Host
 	if cfg.Churn > 0 {
@@ -129,6 +143,47 @@ func fill(ctx context.Context, h sdk.Host, n, batch int) error {
 	return nil
 }
 
+// PodInterfaceEvent logs the event, and whether Start had returned when it
+// came, to the configured event log.
+func (bt *beta) PodInterfaceEvent(_ context.Context, req sdk.PodInterfaceEventRequest, _ *sdk.PodInterfaceEventResponse) error {
+	path := bt.eventLog.Load()
+	if path == nil || *path == "" {
+		return nil
+	}
+	phase := "during-start"
+	if bt.started.Load() {
+		phase = "after-start"
+	}
+	f, err := os.OpenFile(*path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%d %s %d %s\n", os.Getpid(), phase, req.Kind, req.Interface.ContainerID)
+	return err
+}
+
+// cniOnly is beta run with -cni -name NAME: a plugin with no tables that
+// claims the CNI capability (a node takes one CNI plugin; tests load two).
+type cniOnly struct{ name string }
+
+func (c cniOnly) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+	r.Name, r.Version = c.name, "1.0.0"
+	return nil
+}
+
+func (cniOnly) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+	return req.Host.Synced(ctx)
+}
+
+func (cniOnly) CNIAdd(context.Context, sdk.CNIAddRequest, *sdk.CNIAddResponse) error {
+	return errors.New("cniOnly wires no pods")
+}
+func (cniOnly) CNIDel(context.Context, sdk.CNIDelRequest, *sdk.CNIDelResponse) error { return nil }
+func (cniOnly) CNICheck(context.Context, sdk.CNICheckRequest, *sdk.CNICheckResponse) error {
+	return nil
+}
+
 // churn re-applies n flows in one batch, back to back, while file exists;
 // each batch moves every flow to another output port, so each one really
 // rewrites n flows on the switch. It runs until the process ends.
@@ -161,4 +216,10 @@ func churn(h sdk.Host, n int, file string) {
 	}
 }
 
-func main() { sdk.Serve(beta{}) }
+func main() {
+	if len(os.Args) == 4 && os.Args[1] == "-cni" && os.Args[2] == "-name" {
+		sdk.Serve(cniOnly{name: os.Args[3]})
+		return
+	}
+	sdk.Serve(&beta{})
+}

@@ -36,6 +36,12 @@ type Config struct {
 	// writes ChurnFile+".idle" and waits for it to come back.
 	Churn     int    `json:"churn"`
 	ChurnFile string `json:"churnFile"`
+	// StartBlock, if set, makes beta's Start write StartBlock+".entered"
+	// and wait while the file StartBlock exists (admission tests).
+	StartBlock string `json:"startBlock"`
+	// EventLog, if set, is where beta appends one line per pod interface
+	// event: its pid, whether its Start had returned, kind, container ID.
+	EventLog string `json:"eventLog"`
 	// Punt, if set, is an IP whose ICMP packets alpha sends to itself
 	// (packet-in) and re-injects towards the other port (packet-out).
 	Punt string `json:"punt"`
