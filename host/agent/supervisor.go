@@ -107,6 +107,9 @@ func (r *runner) run(ctx context.Context, first chan struct{}) {
 	for {
 		began := time.Now()
 		err := r.incarnation(ctx, once)
+		// A failed first attempt counts as one: the next plugins in config
+		// order do not wait for this one's restarts.
+		once()
 		if ctx.Err() != nil {
 			return
 		}
@@ -114,7 +117,6 @@ func (r *runner) run(ctx context.Context, first chan struct{}) {
 		if errors.As(err, &permanent) {
 			r.log.Error("plugin cannot run; fix the plugin or config and reload (SIGHUP)", "error", err)
 			r.set(func(r *runner) { r.state, r.lastErr = StateFailed, err.Error() })
-			once()
 			return
 		}
 		if time.Since(began) > healthyRun {
@@ -157,6 +159,11 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	defer cancel()
 	desc, caps, err := p.Describe(callCtx)
 	if err != nil {
+		if ctx.Err() == nil && p.Ping() == nil {
+			// It is alive and answered: its description is wrong, and a
+			// restart would describe it the same way.
+			return &permanentError{fmt.Errorf("%w (the plugin answered, so a restart would not help: fix the plugin or its config, then reload)", err)}
+		}
 		return fmt.Errorf("describe: %w", err)
 	}
 	if desc.Name != r.spec.Name {

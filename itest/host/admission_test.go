@@ -110,6 +110,27 @@ func TestSecondCNIPluginRefused(t *testing.T) {
 	}
 }
 
+// TestDescribeFailureIsPermanent: a plugin whose Describe fails is marked
+// failed at once, with the reason, without restarts, and the plugin after
+// it in config order starts.
+func TestDescribeFailureIsPermanent(t *testing.T) {
+	testenv.RequireRoot(t)
+	n := newNode(t)
+	a, started := startInProcess(t, n,
+		pluginEntry{name: "bad", path: bins.beta, args: []string{"-name", "bad", "-describe-error"}, config: map[string]any{}},
+		pluginEntry{name: "good", path: bins.beta, args: []string{"-name", "good"}, config: map[string]any{}})
+	<-started
+	if err := a.WaitSynced(context.Background(), "good"); err != nil {
+		t.Fatal(err)
+	}
+	want := "describe: invalid request: plugin bad was told to refuse to describe itself (the plugin answered, so a restart would not help"
+	for _, p := range a.Plugins() {
+		if p.Name == "bad" && (p.State != agent.StateFailed || p.Restarts != 0 || !strings.Contains(p.LastError, want)) {
+			t.Errorf("bad: state %s, restarts %d, last error %q; want failed, 0 restarts, %q", p.State, p.Restarts, p.LastError, want)
+		}
+	}
+}
+
 // startInProcess runs the agent in the test process (so the test can hand
 // it pod events) and starts it in the background: Start returns only after
 // every plugin's first start attempt. started is closed when it returned.

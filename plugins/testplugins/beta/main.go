@@ -163,18 +163,27 @@ func (bt *beta) PodInterfaceEvent(_ context.Context, req sdk.PodInterfaceEventRe
 	return err
 }
 
-// cniOnly is beta run with -cni -name NAME: a plugin with no tables that
-// claims the CNI capability (a node takes one CNI plugin; tests load two).
-type cniOnly struct{ name string }
+// bare is beta run with -name NAME: a plugin with no tables. With -cni it
+// claims the CNI capability (a node takes one CNI plugin; tests load two);
+// with -describe-error its Describe fails.
+type bare struct {
+	name          string
+	describeError bool
+}
 
-func (c cniOnly) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+func (c bare) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+	if c.describeError {
+		return fmt.Errorf("%w: plugin %s was told to refuse to describe itself", sdk.ErrInvalid, c.name)
+	}
 	r.Name, r.Version = c.name, "1.0.0"
 	return nil
 }
 
-func (cniOnly) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+func (bare) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
 	return req.Host.Synced(ctx)
 }
+
+type cniOnly struct{ bare }
 
 func (cniOnly) CNIAdd(context.Context, sdk.CNIAddRequest, *sdk.CNIAddResponse) error {
 	return errors.New("cniOnly wires no pods")
@@ -217,9 +226,27 @@ func churn(h sdk.Host, n int, file string) {
 }
 
 func main() {
-	if len(os.Args) == 4 && os.Args[1] == "-cni" && os.Args[2] == "-name" {
-		sdk.Serve(cniOnly{name: os.Args[3]})
-		return
+	var b bare
+	cni := false
+	for i := 1; i < len(os.Args); i++ {
+		switch os.Args[i] {
+		case "-name":
+			if i+1 < len(os.Args) {
+				b.name = os.Args[i+1]
+				i++
+			}
+		case "-cni":
+			cni = true
+		case "-describe-error":
+			b.describeError = true
+		}
 	}
-	sdk.Serve(&beta{})
+	switch {
+	case b.name == "":
+		sdk.Serve(&beta{})
+	case cni:
+		sdk.Serve(cniOnly{b})
+	default:
+		sdk.Serve(b)
+	}
 }
