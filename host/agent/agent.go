@@ -94,25 +94,18 @@ type Agent struct {
 	eventDone chan struct{}
 }
 
-// New builds an agent over a connected switch and OVSDB. It loads the
-// persisted layout from cfg.RunDir so table IDs and cookie prefixes survive
-// a restart of the agent.
+// New builds an agent over a connected switch and OVSDB. It only checks
+// and allocates; Start loads the persisted layout and does the rest.
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
 	node, err := nodeFacts(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
-	}
 	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
 	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
-	a.arb, err = loadState(a.statePath)
-	if err != nil {
-		return nil, err
-	}
+	a.arb = pipeline.New()
 	return a, nil
 }
 
@@ -174,10 +167,25 @@ func (a *Agent) saveState() {
 	}
 }
 
-// Start begins watching switch events, removes plugins the persisted layout
+// Start loads the persisted layout, opens the batch connections, begins
+// watching switch events, removes plugins the persisted layout
 // knows but the config no longer enables, and starts the configured plugins
 // in config order. It returns once every plugin had its first start attempt.
 func (a *Agent) Start(ctx context.Context) error {
+	if err := os.MkdirAll(a.cfg.RunDir, 0o755); err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	// The persisted layout keeps table IDs and cookie prefixes across a
+	// restart of the agent.
+	arb, err := loadState(a.statePath)
+	if err != nil {
+		return err
+	}
+	a.lay.Lock()
+	a.mu.Lock()
+	a.arb = arb
+	a.mu.Unlock()
+	a.lay.Unlock()
 	if err := a.openLanes(ctx); err != nil {
 		return err
 	}
@@ -249,7 +257,7 @@ func (a *Agent) openLanes(ctx context.Context) error {
 		return nil
 	}
 	for range batchLanes {
-		c, err := openflow.Dial(ctx, "unix", a.cfg.MgmtSocket(), openflow.Options{Logger: a.log, NoAsync: true})
+		c, err := openflow.Dial(ctx, "unix", a.cfg.MgmtSocket(), switchOptions(a.log, false))
 		if err != nil {
 			a.closeLanes()
 			return fmt.Errorf("batch connection to %s: %w", a.cfg.MgmtSocket(), err)
