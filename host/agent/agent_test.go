@@ -29,6 +29,26 @@ type fakeSwitch struct {
 	// hold, if set, is called before a bundle is taken, outside the lock,
 	// so a test can keep one bundle "on the wire".
 	hold func(msgs []openflow.Message)
+	// What the Inspector side reads back.
+	dump   []openflow.FlowStats
+	groups []openflow.GroupDesc
+	meters []openflow.MeterStats
+}
+
+func (f *fakeSwitch) DumpFlows(context.Context, openflow.FlowStatsRequest) ([]openflow.FlowStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dump, nil
+}
+func (f *fakeSwitch) GroupDesc(context.Context, uint32) ([]openflow.GroupDesc, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groups, nil
+}
+func (f *fakeSwitch) MeterStats(context.Context, uint32) ([]openflow.MeterStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meters, nil
 }
 
 func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) error {
@@ -433,5 +453,65 @@ func TestUnloadRemovesDanglingJumps(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string(nil), a.Flows("a")); diff != "" {
 		t.Errorf("a's flows after c left (-want +got):\n%s", diff)
+	}
+}
+
+// The foreign sweep removes what no registered owner holds now, by cookie,
+// and counts what it removed.
+func TestSweepForeign(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "a", tVal) // round 2; round 1 was swept by nobody yet
+	if _, err := a.Synced(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddGroup(flow.Group{ID: 1, Type: flow.GroupAll, Buckets: []flow.Bucket{{Actions: []flow.Action{flow.Output(1)}}}}), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	sw.mu.Lock()
+	sw.dump = []openflow.FlowStats{
+		cookie(pipeline.Cookie(1, 2, 0)), cookie(pipeline.Cookie(1, 2, 5)), // a's current round: kept
+		cookie(pipeline.Cookie(1, 1, 0)), cookie(pipeline.Cookie(1, 7, 0)), // a's older rounds
+		cookie(0xdead_0000_0000_0000), cookie(0xdead_0001_0000_0001), // a prefix nobody has
+		cookie(0), // cookie 0
+	}
+	sw.groups = []openflow.GroupDesc{{GroupID: pipeline.GroupID(1, 1)}, {GroupID: pipeline.GroupID(1, 9)}, {GroupID: 77}}
+	sw.mu.Unlock()
+	before := sw.count()
+	res, err := a.SweepForeign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(SweepResult{Flows: 5, Groups: 2}, res); diff != "" {
+		t.Errorf("sweep counts (-want +got):\n%s", diff)
+	}
+	want := []string{
+		"DEL cookie=0x1000100000000, table=255, priority=0 actions=drop",
+		"DEL cookie=0x1000700000000, table=255, priority=0 actions=drop",
+		"DEL cookie=0xdead000000000000, table=255, priority=0 actions=drop",
+		"DEL table=255, priority=0 actions=drop",
+	}
+	if diff := cmp.Diff(want, sw.textsSince(before)); diff != "" {
+		t.Errorf("sweep bundle (-want +got):\n%s", diff)
+	}
+	sw.mu.Lock()
+	var masks []uint64
+	var groups []uint32
+	for _, m := range sw.bundles[len(sw.bundles)-1] {
+		switch m := m.(type) {
+		case *openflow.FlowMod:
+			masks = append(masks, m.CookieMask)
+		case *openflow.GroupMod:
+			groups = append(groups, m.GroupID)
+		}
+	}
+	sw.mu.Unlock()
+	if diff := cmp.Diff([]uint64{pipeline.CookieOwnerMask, pipeline.CookieOwnerMask, pipeline.CookiePrefixMask, ^uint64(0)}, masks); diff != "" {
+		t.Errorf("cookie masks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint32{pipeline.GroupID(1, 9), 77}, groups); diff != "" {
+		t.Errorf("swept groups (-want +got):\n%s", diff)
 	}
 }

@@ -132,6 +132,11 @@ func (s *service) Synced(ctx context.Context) error {
 		return err
 	}
 	s.r.markSynced()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		s.a.sweepIfAllSynced(ctx)
+	}()
 	return nil
 }
 
