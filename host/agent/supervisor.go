@@ -2,10 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +27,9 @@ const (
 	StateRestarting = "restarting"
 	StateFailed     = "failed" // will not be retried until the config changes
 	StateStopped    = "stopped"
+	// StateUnloading: disabled by a reload; its flows, ports and tables are
+	// being removed. The plugin leaves the list only when they are gone.
+	StateUnloading = "unloading"
 )
 
 // runner supervises one plugin process across restarts.
@@ -52,6 +59,10 @@ type runner struct {
 	startedAt time.Time     // when the current incarnation's Start was called
 	syncTook  time.Duration // Start call to Synced, last incarnation
 
+	// binHash is the SHA-256 of the plugin binary when it was started, so
+	// a reload notices a rebuilt binary at the same path.
+	binHash string
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -68,7 +79,8 @@ func (a *Agent) startPlugin(ctx context.Context, spec config.Plugin, lim config.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &runner{a: a, spec: spec, lim: lim, log: a.log.With("plugin", spec.Name),
 		limiter: newBucket(lim.RequestsPerSecond, lim.Burst), pktin: make(chan sdk.PacketInRequest, 256),
-		state: StateStarting, cancel: cancel, done: make(chan struct{}), synced: make(chan struct{})}
+		state: StateStarting, cancel: cancel, done: make(chan struct{}), synced: make(chan struct{}),
+		binHash: fileHash(spec.Path)}
 	a.pmu.Lock()
 	a.plugins[spec.Name] = r
 	if !slices.Contains(a.order, spec.Name) {
@@ -313,8 +325,10 @@ func (a *Agent) WaitSynced(ctx context.Context, name string) error {
 }
 
 // Reload applies a new config: plugins no longer listed are unloaded (their
-// flows, ports and tables removed), new ones are started in config order,
-// changed ones are restarted (keeping their flows).
+// flows, ports and tables removed; listed as unloading until then), new
+// ones are started in config order, and changed ones (path, args, config,
+// limits, or a rebuilt binary at the same path) are restarted, keeping
+// their flows until the new incarnation syncs.
 func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 	a.pmu.Lock()
 	old := a.cfg
@@ -326,22 +340,32 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 	}
 	for _, p := range old.Plugins {
 		np, keep := want[p.Name]
-		if keep && samePlugin(p, np) && old.EffectiveLimits(p) == cfg.EffectiveLimits(np) {
-			continue
-		}
 		a.pmu.Lock()
 		r := a.plugins[p.Name]
+		a.pmu.Unlock()
+		rebuilt := r != nil && r.binHash != fileHash(np.Path)
+		if keep && samePlugin(p, np) && old.EffectiveLimits(p) == cfg.EffectiveLimits(np) && !rebuilt {
+			continue
+		}
+		if !keep {
+			// Listed as unloading until everything of it is gone.
+			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
+			if r != nil {
+				r.stop()
+				r.set(func(r *runner) { r.state = StateUnloading })
+			}
+			a.removePlugin(ctx, p.Name)
+		} else if rebuilt {
+			a.log.Info("plugin binary changed; restarting it on the new build", "plugin", p.Name, "path", np.Path)
+		} else {
+			a.log.Info("plugin changed in config reload; restarting", "plugin", p.Name)
+		}
+		a.pmu.Lock()
 		delete(a.plugins, p.Name)
 		a.order = slices.DeleteFunc(a.order, func(n string) bool { return n == p.Name })
 		a.pmu.Unlock()
-		if r != nil {
+		if keep && r != nil {
 			r.stop()
-		}
-		if !keep {
-			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
-			a.removePlugin(ctx, p.Name)
-		} else {
-			a.log.Info("plugin changed in config reload; restarting", "plugin", p.Name)
 		}
 	}
 	for _, p := range cfg.Plugins {
@@ -352,6 +376,22 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 			a.startPlugin(ctx, p, cfg.EffectiveLimits(p))
 		}
 	}
+}
+
+// fileHash is the hex SHA-256 of a file, "" if it cannot be read (then a
+// reload compares "" with the hash taken at start and restarts the plugin
+// if that differs, which surfaces the read error at its next launch).
+func fileHash(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func samePlugin(a, b config.Plugin) bool {
