@@ -345,6 +345,20 @@ func TestResolve(t *testing.T) {
 			errText: []string{`plugin "b"`, `register field "mark"`, "did not request"},
 		},
 		{
+			name:    "output port written outside the switching stage",
+			owner:   "a",
+			flow:    flow.Flow{Table: "a.route", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.FieldTargetPort, 3)}},
+			wantErr: sdk.ErrNotOwner,
+			errText: []string{`plugin "a": flow in table "a.route" (stage Routing) writes well-known field "sdk.target_ofport", which only tables of stage Switching may write`},
+		},
+		{
+			name:    "packet source written outside the classifier",
+			owner:   "b",
+			flow:    flow.Flow{Table: "b.val", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceTunnel)}},
+			wantErr: sdk.ErrNotOwner,
+			errText: []string{`writes well-known field "sdk.pkt_source", which only tables of stage Classifier may write`},
+		},
+		{
 			name:    "field used with the wrong width",
 			owner:   "a",
 			flow:    flow.Flow{Table: "a.route", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.Field{Name: "mark", Width: 4}, 1)}},

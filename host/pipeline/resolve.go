@@ -110,6 +110,9 @@ func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
 	if t.Owner != owner && !t.Exported {
 		return nil, fmt.Errorf("%w: plugin %q may not write into table %q (ID %d): it is private to plugin %q", sdk.ErrNotOwner, owner, t.Name, t.ID, t.Owner)
 	}
+	if err := checkWellKnownWrites(owner, t, f); err != nil {
+		return nil, err
+	}
 	r := &Resolved{Owner: owner, Flow: f, TableID: t.ID, Cookie: Cookie(p.Prefix, p.Round, f.Tag), Goto: TableNone, Prefix: p.Prefix}
 	if err := a.resolveFields(p, r, f.Fields()); err != nil {
 		return nil, err
@@ -135,6 +138,31 @@ func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
 		r.Goto = id
 	}
 	return r, nil
+}
+
+// wellKnownWriters says in which stage each well-known field may be
+// written: where a packet came from is decided by the classifier, where it
+// goes by the switching stage. Any table may read them. Without this rule
+// any plugin could redirect any packet anywhere.
+var wellKnownWriters = map[string]flow.Stage{
+	flow.FieldPacketSource.Name: flow.StageClassifier,
+	flow.FieldTargetPort.Name:   flow.StageSwitching,
+	flow.FieldOutputReady.Name:  flow.StageSwitching,
+}
+
+func checkWellKnownWrites(owner string, t *Table, f *flow.Flow) error {
+	for _, act := range f.Actions {
+		if act.Kind != flow.ActLoadField && act.Kind != flow.ActMoveField {
+			continue
+		}
+		stage, ok := wellKnownWriters[act.Field.Name]
+		if !ok || t.Stage == stage {
+			continue
+		}
+		return fmt.Errorf("%w: plugin %q: flow in table %q (stage %s) writes well-known field %q, which only tables of stage %s may write; write it from a %s table (your own or an exported one), or jump to one",
+			sdk.ErrNotOwner, owner, t.Name, t.Stage, act.Field.Name, stage, stage)
+	}
+	return nil
 }
 
 func (a *Arbiter) resolveFields(p *Plugin, r *Resolved, used []flow.Field) error {
