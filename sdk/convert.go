@@ -15,7 +15,7 @@ import (
 )
 
 func toPBTable(t Table) *pb.Table {
-	return &pb.Table{Name: t.Name, Pipeline: uint32(t.Pipeline), Stage: uint32(t.Stage), Miss: uint32(t.Miss), Exported: t.Exported}
+	return &pb.Table{Name: t.Name, Pipeline: uint32(t.Pipeline), Stage: uint32(t.Stage), Miss: uint32(t.Miss), Exported: t.Exported, After: t.After, Before: t.Before}
 }
 
 func toPBDescribeResponse(r *DescribeResponse, caps []Capability) *pb.DescribeResponse {

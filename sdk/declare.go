@@ -42,6 +42,12 @@ type Table struct {
 	// Exported lets other plugins add flows to this table. A private table
 	// accepts flows from its owner only.
 	Exported bool
+	// After and Before name tables of the same pipeline and stage (the
+	// plugin's own or another's) this table must come after or before: a
+	// stage's tables run in ID order. The host assigns IDs that honour
+	// them, also against tables loaded later, or refuses the plugin naming
+	// both tables.
+	After, Before []string
 }
 
 // Capability is something a plugin can do beyond submitting flows. The SDK

@@ -52,7 +52,12 @@ type NodeEventSubscriber interface {
 }
 
 // DescribeRequest is empty today.
-type DescribeRequest struct{}
+type DescribeRequest struct {
+	// Config is the plugin's config section from the agent config (JSON),
+	// the same bytes Start receives, so what a plugin declares may depend
+	// on it.
+	Config []byte
+}
 
 // DescribeResponse is the plugin's description.
 type DescribeResponse struct {

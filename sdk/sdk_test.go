@@ -95,9 +95,12 @@ var (
 		Goto:    flow.NextTable()}
 )
 
-func (testFeature) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+func (testFeature) Describe(_ context.Context, req sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "t", "1.2.3"
 	r.Tables = []sdk.Table{{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true}}
+	if string(req.Config) == `{"second":true}` { // what it declares may depend on its config
+		r.Tables = append(r.Tables, sdk.Table{Name: "t.second", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, After: []string{"t.class"}})
+	}
 	r.Fields = []flow.Field{markField}
 	return nil
 }
@@ -309,5 +312,27 @@ func TestUnsupportedVersionRefused(t *testing.T) {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not name %q", err, s)
 		}
+	}
+}
+
+// Describe carries the plugin's config, and table order constraints come
+// back.
+func TestDescribeGetsConfig(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	desc, _, err := p.DescribeWith(ctx, sdk.DescribeRequest{Config: []byte(`{"second":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sdk.Table{
+		{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true},
+		{Name: "t.second", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, After: []string{"t.class"}},
+	}
+	if diff := cmp.Diff(want, desc.Tables); diff != "" {
+		t.Errorf("tables (-want +got):\n%s", diff)
 	}
 }

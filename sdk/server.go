@@ -34,9 +34,9 @@ func unimplemented(c Capability) error {
 	return status.Errorf(codes.Unimplemented, "plugin does not have the %q capability", c)
 }
 
-func (s *featureServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+func (s *featureServer) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
 	var resp DescribeResponse
-	if err := s.f.Describe(ctx, DescribeRequest{}, &resp); err != nil {
+	if err := s.f.Describe(ctx, DescribeRequest{Config: req.GetConfig()}, &resp); err != nil {
 		return nil, toStatus(fmt.Errorf("describe: %w", err))
 	}
 	return toPBDescribeResponse(&resp, Capabilities(s.f)), nil

@@ -331,7 +331,9 @@ func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.Desc
 	}
 	a.saveState()
 	lc := &layoutChange{}
-	if !slices.Equal(before, a.arb.Layout()) {
+	if !slices.EqualFunc(before, a.arb.Layout(), func(x, y pipeline.Table) bool {
+		return x.Name == y.Name && x.ID == y.ID && x.Miss == y.Miss
+	}) {
 		if err := a.relayout(lc, gone(before, a.arb.Layout())); err != nil {
 			return *p, err
 		}

@@ -169,7 +169,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	r.set(func(r *runner) { r.proc, r.pid, r.apiVersion, r.started = p, p.Pid(), p.Version(), false })
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	desc, caps, err := p.Describe(callCtx)
+	desc, caps, err := p.DescribeWith(callCtx, sdk.DescribeRequest{Config: r.spec.Config})
 	if err != nil {
 		if ctx.Err() == nil && p.Ping() == nil {
 			// It is alive and answered: its description is wrong, and a

@@ -475,3 +475,73 @@ func TestCookie(t *testing.T) {
 		t.Errorf("Cookie(3,7,0xdeadbeef) = %#x -> %d/%d/%#x", c, p, r, tag)
 	}
 }
+
+// Tables of one stage can be ordered by name; the host honours the order,
+// also against tables declared before or after, or refuses naming both.
+func TestTableOrder(t *testing.T) {
+	eg := func(name string, after, before []string) sdk.Table {
+		return sdk.Table{Name: name, Pipeline: flow.PipelineIP, Stage: flow.StageEgressSecurity, After: after, Before: before}
+	}
+	base := func(t *testing.T) *Arbiter {
+		a := New()
+		if _, err := a.Register("a", []sdk.Table{eg("x1", nil, nil), eg("x2", nil, nil), eg("x3", nil, nil)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		// x2 goes: ID 71 is free between x1 (70) and x3 (72).
+		if _, err := a.Register("a", []sdk.Table{eg("x1", nil, nil), eg("x3", nil, nil)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	cases := []struct {
+		name    string
+		tables  []sdk.Table
+		wantIDs map[string]uint8
+		wantErr error
+		errText string
+	}{
+		{"honoured: after, and between two", []sdk.Table{eg("w", []string{"x3"}, nil), eg("y", []string{"x1"}, []string{"x3"})},
+			map[string]uint8{"w": 73, "y": 71}, nil, ""},
+		{"no free ID between", []sdk.Table{eg("y", []string{"x1"}, []string{"x3"}), eg("z", []string{"x1"}, []string{"x3"})}, nil,
+			sdk.ErrConflict, `table "z" must come after table "x1" (ID 70) and before table "x3" (ID 72) in stage ip/EgressSecurity, but no free table ID lies there`},
+		{"before the first table of the stage", []sdk.Table{eg("y", nil, []string{"x1"})}, nil,
+			sdk.ErrConflict, `table "y" must come before table "x1" (plugin "a"), which holds ID 70, the first of stage ip/EgressSecurity`},
+		{"contradiction", []sdk.Table{eg("y", []string{"x3"}, []string{"x3"})}, nil,
+			sdk.ErrConflict, `table "y" must come both before and after table "x3" (plugin "a")`},
+		{"another stage", []sdk.Table{{Name: "v", Pipeline: flow.PipelineIP, Stage: flow.StageValidation, After: []string{"x1"}}}, nil,
+			sdk.ErrInvalid, `table "v" (ip/Validation) declares an order against table "x1" of plugin "a", which is in ip/EgressSecurity`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := base(t)
+			_, err := a.Register("b", tc.tables, nil)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
+					t.Fatalf("err = %v, want %v containing %q", err, tc.wantErr, tc.errText)
+				}
+				if _, ok := a.Plugin("b"); ok {
+					t.Errorf("refused plugin was registered")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, id := range tc.wantIDs {
+				if got, _ := a.Table(n); got.ID != id {
+					t.Errorf("table %s got ID %d, want %d", n, got.ID, id)
+				}
+			}
+		})
+	}
+
+	// A constraint on a table not loaded yet binds it when it loads.
+	a := New()
+	if _, err := a.Register("a", []sdk.Table{eg("x1", []string{"later"}, nil)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Register("b", []sdk.Table{eg("later", nil, nil)}, nil)
+	if want := `table "later" must come before table "x1" (plugin "a")`; !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Errorf("later table: err = %v, want ErrConflict containing %q", err, want)
+	}
+}

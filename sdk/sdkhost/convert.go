@@ -65,7 +65,8 @@ func toPBPort(p sdk.Port) *pb.Port {
 }
 
 func fromPBTable(t *pb.Table) (sdk.Table, error) {
-	out := sdk.Table{Name: t.GetName(), Pipeline: flow.Pipeline(t.GetPipeline()), Stage: flow.Stage(t.GetStage()), Miss: sdk.MissAction(t.GetMiss()), Exported: t.GetExported()}
+	out := sdk.Table{Name: t.GetName(), Pipeline: flow.Pipeline(t.GetPipeline()), Stage: flow.Stage(t.GetStage()), Miss: sdk.MissAction(t.GetMiss()), Exported: t.GetExported(),
+		After: t.GetAfter(), Before: t.GetBefore()}
 	if t.GetPipeline() > 255 || !out.Pipeline.Valid() {
 		return out, fmt.Errorf("table %q: unknown pipeline %d", t.GetName(), t.GetPipeline())
 	}

@@ -120,7 +120,13 @@ func fromStatus(err error) error { return wire.FromStatus(err, sdk.Sentinels()) 
 
 // Describe asks the plugin what it is and needs.
 func (p *Plugin) Describe(ctx context.Context) (*sdk.DescribeResponse, []sdk.Capability, error) {
-	r, err := p.wc.Feature.Describe(ctx, &pb.DescribeRequest{})
+	return p.DescribeWith(ctx, sdk.DescribeRequest{})
+}
+
+// DescribeWith is Describe with the request's details (the plugin's
+// config).
+func (p *Plugin) DescribeWith(ctx context.Context, req sdk.DescribeRequest) (*sdk.DescribeResponse, []sdk.Capability, error) {
+	r, err := p.wc.Feature.Describe(ctx, &pb.DescribeRequest{Config: req.Config})
 	if err != nil {
 		return nil, nil, fromStatus(err)
 	}

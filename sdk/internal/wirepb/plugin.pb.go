@@ -63,7 +63,9 @@ func (*Empty) Descriptor() ([]byte, []int) {
 }
 
 type DescribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's config section (JSON), as Start receives it.
+	Config        []byte `protobuf:"bytes,40,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +98,13 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DescribeRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
 }
 
 type Field struct {
@@ -151,12 +160,16 @@ func (x *Field) GetWidth() uint32 {
 }
 
 type Table struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Pipeline      uint32                 `protobuf:"varint,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
-	Stage         uint32                 `protobuf:"varint,3,opt,name=stage,proto3" json:"stage,omitempty"`
-	Miss          uint32                 `protobuf:"varint,4,opt,name=miss,proto3" json:"miss,omitempty"`
-	Exported      bool                   `protobuf:"varint,5,opt,name=exported,proto3" json:"exported,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Pipeline uint32                 `protobuf:"varint,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stage    uint32                 `protobuf:"varint,3,opt,name=stage,proto3" json:"stage,omitempty"`
+	Miss     uint32                 `protobuf:"varint,4,opt,name=miss,proto3" json:"miss,omitempty"`
+	Exported bool                   `protobuf:"varint,5,opt,name=exported,proto3" json:"exported,omitempty"`
+	// Tables of the same pipeline and stage this one must come after /
+	// before.
+	After         []string `protobuf:"bytes,40,rep,name=after,proto3" json:"after,omitempty"`
+	Before        []string `protobuf:"bytes,41,rep,name=before,proto3" json:"before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +237,20 @@ func (x *Table) GetExported() bool {
 		return x.Exported
 	}
 	return false
+}
+
+func (x *Table) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *Table) GetBefore() []string {
+	if x != nil {
+		return x.Before
+	}
+	return nil
 }
 
 type DescribeResponse struct {
@@ -2419,17 +2446,20 @@ var File_plugin_proto protoreflect.FileDescriptor
 const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\fplugin.proto\x12\x14switchyard.plugin.v1\"\a\n" +
-	"\x05Empty\"\x11\n" +
-	"\x0fDescribeRequest\"1\n" +
+	"\x05Empty\")\n" +
+	"\x0fDescribeRequest\x12\x16\n" +
+	"\x06config\x18( \x01(\fR\x06config\"1\n" +
 	"\x05Field\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05width\x18\x02 \x01(\rR\x05width\"}\n" +
+	"\x05width\x18\x02 \x01(\rR\x05width\"\xab\x01\n" +
 	"\x05Table\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\rR\bpipeline\x12\x14\n" +
 	"\x05stage\x18\x03 \x01(\rR\x05stage\x12\x12\n" +
 	"\x04miss\x18\x04 \x01(\rR\x04miss\x12\x1a\n" +
-	"\bexported\x18\x05 \x01(\bR\bexported\"\xce\x01\n" +
+	"\bexported\x18\x05 \x01(\bR\bexported\x12\x14\n" +
+	"\x05after\x18( \x03(\tR\x05after\x12\x16\n" +
+	"\x06before\x18) \x03(\tR\x06before\"\xce\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x123\n" +
