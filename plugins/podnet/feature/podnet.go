@@ -51,7 +51,10 @@ const (
 
 // Podnet implements sdk.Feature and sdk.CNIHandler.
 type Podnet struct {
-	mu   sync.Mutex // guards the fields set by Start
+	// mu guards the fields set by Start. The host calls CNI and event
+	// methods only after Start returned, so they need no "started yet?"
+	// check.
+	mu   sync.Mutex
 	host sdk.Host
 	log  *slog.Logger
 	cfg  Config
@@ -270,15 +273,6 @@ func configureGateway(name string, mac net.HardwareAddr, cidrs []netip.Prefix, g
 	return nil
 }
 
-func (p *Podnet) started() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.host == nil {
-		return cnierr.New(11, "podnet is still starting", "the runtime will retry")
-	}
-	return nil
-}
-
 // podMTU picks the MTU: the network config's, else podnet's config or the
 // node's.
 func (p *Podnet) podMTU(conf []byte) int {
@@ -291,9 +285,6 @@ func (p *Podnet) podMTU(conf []byte) int {
 // CNIAdd wires a pod: addresses, veth, OVS port, flows, record. Each step
 // is undone if a later one fails.
 func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) (err error) {
-	if err := p.started(); err != nil {
-		return err
-	}
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
@@ -408,9 +399,6 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 // CNIDel unwires a pod. It works from podnet's record when there is one
 // and from derived names otherwise, and succeeds when nothing is left.
 func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDelResponse) error {
-	if err := p.started(); err != nil {
-		return err
-	}
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
@@ -459,9 +447,6 @@ func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 // CNICheck verifies the interface, addresses, routes, OVS port and IPAM
 // allocation, and lists everything that is missing.
 func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.CNICheckResponse) error {
-	if err := p.started(); err != nil {
-		return err
-	}
 	a := req.Args
 	rec, ok := p.st.get(a.ContainerID + "/" + a.IfName)
 	if !ok {
