@@ -70,7 +70,10 @@ func (testFeature) CNIDel(_ context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 	return fmt.Errorf("%w: container %s", sdk.ErrNotFound, req.Args.ContainerID)
 }
 
-func (testFeature) CNICheck(context.Context, sdk.CNICheckRequest, *sdk.CNICheckResponse) error {
+func (testFeature) CNICheck(_ context.Context, req sdk.CNICheckRequest, _ *sdk.CNICheckResponse) error {
+	if req.Args.ContainerID == "broken" {
+		return fmt.Errorf("checking %s: %w", req.Args.ContainerID, &sdk.CNIError{Code: 104, Msg: "veth gone", Details: "delete and re-add the pod"})
+	}
 	return nil
 }
 
@@ -334,5 +337,31 @@ func TestDescribeGetsConfig(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, desc.Tables); diff != "" {
 		t.Errorf("tables (-want +got):\n%s", diff)
+	}
+}
+
+// A CNIError crosses the wire with its code, message and details, and
+// still unwraps on the host side.
+func TestCNIErrorCrossesTheWire(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := p.Describe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx, sdkhost.StartArgs{Assignment: sdk.Assignment{Tables: map[string]uint8{"t.class": 0}, Fields: map[string]flow.Bits{"mark": {Reg: 2, Width: 8}}, CookiePrefix: 1, Round: 1},
+		Service: &fakeHost{}}); err != nil {
+		t.Fatal(err)
+	}
+	err = p.CNICheck(ctx, sdk.CNIArgs{ContainerID: "broken", IfName: "eth0"})
+	var ce *sdk.CNIError
+	if !errors.As(fmt.Errorf("wrapped by the host: %w", err), &ce) {
+		t.Fatalf("CNICheck error %v (%T) carries no CNIError", err, err)
+	}
+	if diff := cmp.Diff(&sdk.CNIError{Code: 104, Msg: "veth gone", Details: "delete and re-add the pod"}, ce); diff != "" {
+		t.Errorf("CNIError (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,7 +29,13 @@ type featureServer struct {
 
 var _ pb.FeatureServer = (*featureServer)(nil)
 
-func toStatus(err error) error { return wire.ToStatus(err, Sentinels()) }
+func toStatus(err error) error {
+	var ce *CNIError
+	if errors.As(err, &ce) {
+		return wire.CNIStatus(err.Error(), ce.Code, ce.Msg, ce.Details)
+	}
+	return wire.ToStatus(err, Sentinels())
+}
 
 func unimplemented(c Capability) error {
 	return status.Errorf(codes.Unimplemented, "plugin does not have the %q capability", c)

@@ -116,7 +116,12 @@ func (p *Plugin) Kill() {
 	p.mu.Unlock()
 }
 
-func fromStatus(err error) error { return wire.FromStatus(err, sdk.Sentinels()) }
+func fromStatus(err error) error {
+	if code, msg, details, ok := wire.CNIFromStatus(err); ok {
+		return &sdk.CNIError{Code: code, Msg: msg, Details: details}
+	}
+	return wire.FromStatus(err, sdk.Sentinels())
+}
 
 // Describe asks the plugin what it is and needs.
 func (p *Plugin) Describe(ctx context.Context) (*sdk.DescribeResponse, []sdk.Capability, error) {
