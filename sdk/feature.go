@@ -69,6 +69,10 @@ type DescribeResponse struct {
 	Tables  []Table
 	// Fields are the register fields the plugin needs beyond the well-known ones.
 	Fields []flow.Field
+	// Resources are the shared switch resources the plugin needs (ct
+	// zones, ct_mark bits, metadata bits); the host grants concrete values
+	// in Assignment.Grants. Using one that was not granted is refused.
+	Resources []Resource
 }
 
 // StartRequest carries the assignment.

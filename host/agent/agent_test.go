@@ -515,3 +515,19 @@ func TestSweepForeign(t *testing.T) {
 		t.Errorf("swept groups (-want +got):\n%s", diff)
 	}
 }
+
+// /v1/resources lists every granted resource with its owner.
+func TestResourcesListed(t *testing.T) {
+	a, _, _ := newTestAgent(t)
+	if _, err := a.RegisterLocal(context.Background(), "a", &sdk.DescribeResponse{Name: "a", Tables: []sdk.Table{tVal},
+		Resources: []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "a.zone"}, {Kind: sdk.ResourceCTMark, Name: "a.mark", Width: 2, Exported: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []ResourceStatus{
+		{Name: "a.mark", Kind: "ct_mark", Owner: "a", Offset: 0, Width: 2, Published: true},
+		{Name: "a.zone", Kind: "ct_zone", Owner: "a", Value: 1},
+	}
+	if diff := cmp.Diff(want, a.Resources()); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+}

@@ -324,7 +324,7 @@ func (a *Agent) commitLayout(ctx context.Context, lc *layoutChange, what string)
 func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.DescribeResponse) (pipeline.Plugin, error) {
 	before := a.arb.Layout()
 	a.mu.Lock()
-	p, err := a.arb.Register(owner, desc.Tables, desc.Fields)
+	p, err := a.arb.Register(owner, desc.Tables, desc.Fields, desc.Resources...)
 	a.mu.Unlock()
 	if err != nil {
 		return pipeline.Plugin{}, err

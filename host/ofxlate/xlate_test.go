@@ -24,7 +24,7 @@ func TestFlowGolden(t *testing.T) {
 		{Name: "ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
 		{Name: "route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
 		{Name: "out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
-	}, []flow.Field{mark}); err != nil {
+	}, []flow.Field{mark}, sdk.Resource{Kind: sdk.ResourceCTZone, Name: "p.zone"}); err != nil { // granted zone 1
 		t.Fatal(err)
 	}
 	mac := net.HardwareAddr{0xaa, 0xbb, 0xcc, 0, 0, 1}
@@ -37,8 +37,8 @@ func TestFlowGolden(t *testing.T) {
 			Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, 1)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageConntrackState)},
 			"cookie=0x1000100000000, priority=200,in_port=3,dl_src=aa:bb:cc:00:00:01 actions=set_field:0x1/0xf->reg0,goto_table:40"},
 		{"conntrack", flow.Flow{Table: "ct", Priority: 10, Match: flow.Match{}.IPv4(),
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 5, Resume: flow.NextTable(), NAT: true})}},
-			"cookie=0x1000100000000, table=40, priority=10,ip actions=ct(table=90,zone=5,nat)"},
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 1, Resume: flow.NextTable(), NAT: true})}},
+			"cookie=0x1000100000000, table=40, priority=10,ip actions=ct(table=90,zone=1,nat)"},
 		{"route with field match and rewrite", flow.Flow{Table: "route", Priority: 100, Tag: 9,
 			Match:   flow.Match{}.IPv4().IPv4DstPrefix(netip.MustParsePrefix("10.1.0.0/16")).Field(mark, 3).CTState(flow.CTTracked|flow.CTEstablished, flow.CTTracked|flow.CTEstablished|flow.CTNew),
 			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(mark, 7)}, Goto: flow.GotoStage(flow.StageOutput)},

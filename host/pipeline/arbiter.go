@@ -43,6 +43,10 @@ type Plugin struct {
 	// Unswept are earlier rounds whose flows may still be on the switch;
 	// they are deleted (by cookie) when the plugin says it is synced.
 	Unswept []uint16
+	// Grants are the shared resources granted to the plugin, by name;
+	// Published names those it published to every plugin.
+	Grants    map[string]sdk.Grant
+	Published []string
 }
 
 // Arbiter holds the layout. It is not safe for concurrent use; the host
@@ -76,6 +80,8 @@ func (a *Arbiter) clone() *Arbiter {
 		pp.Fields = maps.Clone(p.Fields)
 		pp.Bits = maps.Clone(p.Bits)
 		pp.Unswept = slices.Clone(p.Unswept)
+		pp.Grants = maps.Clone(p.Grants)
+		pp.Published = slices.Clone(p.Published)
 		c.plugins[n] = &pp
 	}
 	return c
@@ -85,9 +91,9 @@ func (a *Arbiter) clone() *Arbiter {
 // tables, fields and cookie prefix, and starts a new round. Tables and
 // fields the plugin had before keep their IDs and bits. Either everything
 // is assigned or nothing changes, and the error lists every problem.
-func (a *Arbiter) Register(name string, tables []sdk.Table, fields []flow.Field) (*Plugin, error) {
+func (a *Arbiter) Register(name string, tables []sdk.Table, fields []flow.Field, resources ...sdk.Resource) (*Plugin, error) {
 	c := a.clone()
-	p, err := c.register(name, tables, fields)
+	p, err := c.register(name, tables, fields, resources)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", name, err)
 	}
@@ -96,7 +102,7 @@ func (a *Arbiter) Register(name string, tables []sdk.Table, fields []flow.Field)
 	return &out, nil
 }
 
-func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field) (*Plugin, error) {
+func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field, resources []sdk.Resource) (*Plugin, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: plugin has no name", sdk.ErrInvalid)
 	}
@@ -185,6 +191,7 @@ func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field)
 		p.Fields[f.Name] = f
 		p.Bits[f.Name] = b
 	}
+	errs = append(errs, a.registerResources(p, resources)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -400,6 +407,9 @@ func (a *Arbiter) Assignment(name string) (sdk.Assignment, bool) {
 		}
 	}
 	maps.Copy(out.Fields, p.Bits)
+	if g := a.grantsFor(name); len(g) > 0 {
+		out.Grants = g
+	}
 	return out, true
 }
 

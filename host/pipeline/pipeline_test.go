@@ -545,3 +545,77 @@ func TestTableOrder(t *testing.T) {
 		t.Errorf("later table: err = %v, want ErrConflict containing %q", err, want)
 	}
 }
+
+// Ct zones, ct_mark bits and metadata bits are granted by name, published
+// like tables, survive a snapshot, and a flow using one not granted to its
+// plugin is refused with the plugin, the resource and the fix.
+func TestResources(t *testing.T) {
+	a := New()
+	ct := func(name string) []sdk.Table {
+		return []sdk.Table{{Name: name, Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState, Exported: true}}
+	}
+	if _, err := a.Register("a", ct("a.ct"), nil,
+		sdk.Resource{Kind: sdk.ResourceCTZone, Name: "a.zone"},
+		sdk.Resource{Kind: sdk.ResourceCTMark, Name: "a.mark", Width: 4, Exported: true},
+		sdk.Resource{Kind: sdk.ResourceMetadata, Name: "a.meta", Width: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register("b", ct("b.ct"), nil, sdk.Resource{Kind: sdk.ResourceCTZone, Name: "b.zone"}); err != nil {
+		t.Fatal(err)
+	}
+	asgA, _ := a.Assignment("a")
+	asgB, _ := a.Assignment("b")
+	wantB := map[string]sdk.Grant{
+		"b.zone": {Kind: sdk.ResourceCTZone, Owner: "b", Value: 2},
+		"a.mark": {Kind: sdk.ResourceCTMark, Owner: "a", Offset: 0, Width: 4},
+	}
+	if diff := cmp.Diff(wantB, asgB.Grants); diff != "" {
+		t.Errorf("b's grants (-want +got):\n%s", diff)
+	}
+	if g := asgA.Grants["a.meta"]; g.Kind != sdk.ResourceMetadata || g.Width != 8 || g.Offset != 0 {
+		t.Errorf("a.meta granted %+v", g)
+	}
+	cases := []struct {
+		name    string
+		owner   string
+		flow    flow.Flow
+		errText string // "" when allowed
+	}{
+		{"own zone", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 2})}}, ""},
+		{"default zone is shared", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true})}}, ""},
+		{"published ct_mark bits", "b", flow.Flow{Table: "b.ct", Priority: 1, Match: flow.Match{}.CTMark(1, 0xf)}, ""},
+		{"own metadata bits", "a", flow.Flow{Table: "a.ct", Priority: 1, Match: flow.Match{}.Metadata(1, 0xff)}, ""},
+		{"another plugin's zone", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 1})}},
+			`plugin "b": flow in table "b.ct" uses ct zone 1, which was not granted to it; request a ct_zone resource in Describe (sdk.Resource) and use Assignment.Grants[name].Value`},
+		{"zone match", "b", flow.Flow{Table: "b.ct", Priority: 1, Match: flow.Match{}.CTZone(7)}, `uses ct zone 7, which was not granted`},
+		{"private metadata bits", "b", flow.Flow{Table: "b.ct", Priority: 1, Match: flow.Match{}.Metadata(1, 0xff)}, `uses metadata bits 0xff, which was not granted`},
+		{"ct_mark bits beyond the grant", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Mark: 0x10, MarkMask: 0x10})}},
+			`uses ct_mark bits 0x10, which was not granted`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.flow
+			_, err := a.Resolve(tc.owner, &f)
+			if tc.errText == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, sdk.ErrUnallocatedField) || !strings.Contains(err.Error(), tc.errText) {
+				t.Errorf("err = %v, want ErrUnallocatedField containing %q", err, tc.errText)
+			}
+		})
+	}
+	_, err := a.Register("c", nil, nil, sdk.Resource{Kind: sdk.ResourceCTZone, Name: "a.zone"})
+	if want := `resource "a.zone" is already granted to plugin "a"`; !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Errorf("name clash: err = %v, want ErrConflict containing %q", err, want)
+	}
+	r, err := Restore(a.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a.Grants(), r.Grants()); diff != "" {
+		t.Errorf("grants after restore (-want +got):\n%s", diff)
+	}
+}

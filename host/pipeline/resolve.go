@@ -113,6 +113,9 @@ func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
 	if err := checkWellKnownWrites(owner, t, f); err != nil {
 		return nil, err
 	}
+	if err := a.checkResources(owner, t, f); err != nil {
+		return nil, err
+	}
 	r := &Resolved{Owner: owner, Flow: f, TableID: t.ID, Cookie: Cookie(p.Prefix, p.Round, f.Tag), Goto: TableNone, Prefix: p.Prefix}
 	if err := a.resolveFields(p, r, f.Fields()); err != nil {
 		return nil, err

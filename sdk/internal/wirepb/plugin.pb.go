@@ -259,6 +259,7 @@ type DescribeResponse struct {
 	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Tables        []*Table               `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
 	Fields        []*Field               `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	Resources     []*Resource            `protobuf:"bytes,40,rep,name=resources,proto3" json:"resources,omitempty"`
 	Capabilities  []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -318,6 +319,13 @@ func (x *DescribeResponse) GetTables() []*Table {
 func (x *DescribeResponse) GetFields() []*Field {
 	if x != nil {
 		return x.Fields
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
 	}
 	return nil
 }
@@ -390,11 +398,13 @@ func (x *Bits) GetWidth() uint32 {
 }
 
 type Assignment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tables        map[string]uint32      `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Fields        map[string]*Bits       `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CookiePrefix  uint32                 `protobuf:"varint,3,opt,name=cookie_prefix,json=cookiePrefix,proto3" json:"cookie_prefix,omitempty"`
-	Round         uint32                 `protobuf:"varint,4,opt,name=round,proto3" json:"round,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Tables       map[string]uint32      `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Fields       map[string]*Bits       `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CookiePrefix uint32                 `protobuf:"varint,3,opt,name=cookie_prefix,json=cookiePrefix,proto3" json:"cookie_prefix,omitempty"`
+	Round        uint32                 `protobuf:"varint,4,opt,name=round,proto3" json:"round,omitempty"`
+	// Shared resources granted to the plugin or published to it, by name.
+	Grants        map[string]*Grant `protobuf:"bytes,40,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +465,13 @@ func (x *Assignment) GetRound() uint32 {
 		return x.Round
 	}
 	return 0
+}
+
+func (x *Assignment) GetGrants() map[string]*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
 }
 
 type StartRequest struct {
@@ -2441,6 +2458,152 @@ func (x *PacketOutRequest) GetData() []byte {
 	return nil
 }
 
+// A shared switch resource a plugin requests in Describe.
+type Resource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Width         uint32                 `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	Exported      bool                   `protobuf:"varint,4,opt,name=exported,proto3" json:"exported,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_plugin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Resource) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Resource) GetExported() bool {
+	if x != nil {
+		return x.Exported
+	}
+	return false
+}
+
+// A resource the host granted: a value (ct zone) or bits (offset, width).
+type Grant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Value         uint32                 `protobuf:"varint,3,opt,name=value,proto3" json:"value,omitempty"`
+	Offset        uint32                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Width         uint32                 `protobuf:"varint,5,opt,name=width,proto3" json:"width,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_plugin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Grant) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Grant) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Grant) GetValue() uint32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Grant) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Grant) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -2459,29 +2622,34 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04miss\x18\x04 \x01(\rR\x04miss\x12\x1a\n" +
 	"\bexported\x18\x05 \x01(\bR\bexported\x12\x14\n" +
 	"\x05after\x18( \x03(\tR\x05after\x12\x16\n" +
-	"\x06before\x18) \x03(\tR\x06before\"\xce\x01\n" +
+	"\x06before\x18) \x03(\tR\x06before\"\x8c\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x123\n" +
 	"\x06tables\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.TableR\x06tables\x123\n" +
-	"\x06fields\x18\x04 \x03(\v2\x1b.switchyard.plugin.v1.FieldR\x06fields\x12\"\n" +
+	"\x06fields\x18\x04 \x03(\v2\x1b.switchyard.plugin.v1.FieldR\x06fields\x12<\n" +
+	"\tresources\x18( \x03(\v2\x1e.switchyard.plugin.v1.ResourceR\tresources\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\"F\n" +
 	"\x04Bits\x12\x10\n" +
 	"\x03reg\x18\x01 \x01(\rR\x03reg\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\rR\x06offset\x12\x14\n" +
-	"\x05width\x18\x03 \x01(\rR\x05width\"\xe5\x02\n" +
+	"\x05width\x18\x03 \x01(\rR\x05width\"\x83\x04\n" +
 	"\n" +
 	"Assignment\x12D\n" +
 	"\x06tables\x18\x01 \x03(\v2,.switchyard.plugin.v1.Assignment.TablesEntryR\x06tables\x12D\n" +
 	"\x06fields\x18\x02 \x03(\v2,.switchyard.plugin.v1.Assignment.FieldsEntryR\x06fields\x12#\n" +
 	"\rcookie_prefix\x18\x03 \x01(\rR\fcookiePrefix\x12\x14\n" +
-	"\x05round\x18\x04 \x01(\rR\x05round\x1a9\n" +
+	"\x05round\x18\x04 \x01(\rR\x05round\x12D\n" +
+	"\x06grants\x18( \x03(\v2,.switchyard.plugin.v1.Assignment.GrantsEntryR\x06grants\x1a9\n" +
 	"\vTablesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1aU\n" +
 	"\vFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\"\xbf\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\x1aV\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.GrantR\x05value:\x028\x01\"\xbf\x01\n" +
 	"\fStartRequest\x12@\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2 .switchyard.plugin.v1.AssignmentR\n" +
@@ -2638,7 +2806,18 @@ const file_plugin_proto_rawDesc = "" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +
 	"\bresubmit\x18\x03 \x01(\bR\bresubmit\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data2\xef\x05\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"d\n" +
+	"\bResource\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\rR\x05width\x12\x1a\n" +
+	"\bexported\x18\x04 \x01(\bR\bexported\"u\n" +
+	"\x05Grant\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\rR\x05value\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\rR\x06offset\x12\x14\n" +
+	"\x05width\x18\x05 \x01(\rR\x05width2\xef\x05\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -2672,7 +2851,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_plugin_proto_goTypes = []any{
 	(*Empty)(nil),                    // 0: switchyard.plugin.v1.Empty
 	(*DescribeRequest)(nil),          // 1: switchyard.plugin.v1.DescribeRequest
@@ -2711,78 +2890,84 @@ var file_plugin_proto_goTypes = []any{
 	(*PortName)(nil),                 // 34: switchyard.plugin.v1.PortName
 	(*Port)(nil),                     // 35: switchyard.plugin.v1.Port
 	(*PacketOutRequest)(nil),         // 36: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 37: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 38: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 39: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 40: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Resource)(nil),                 // 37: switchyard.plugin.v1.Resource
+	(*Grant)(nil),                    // 38: switchyard.plugin.v1.Grant
+	nil,                              // 39: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 40: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 41: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 42: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 43: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	3,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	2,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	37, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	38, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	6,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
-	20, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	12, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	13, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	14, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	14, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	18, // 10: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	2,  // 11: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	22, // 12: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	2,  // 13: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	2,  // 14: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
-	23, // 15: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	21, // 16: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	24, // 17: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	22, // 18: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	24, // 19: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 20: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	28, // 21: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	25, // 22: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	27, // 23: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	29, // 24: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	39, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	40, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	24, // 27: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	5,  // 28: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	1,  // 29: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	7,  // 30: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	9,  // 31: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	11, // 32: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 33: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 34: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	16, // 35: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	17, // 36: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	19, // 37: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	31, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	33, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	34, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	34, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	36, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	0,  // 43: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	0,  // 44: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	4,  // 45: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	8,  // 46: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	10, // 47: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	15, // 48: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	0,  // 49: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	0,  // 50: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	0,  // 51: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	0,  // 52: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	0,  // 53: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	32, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	35, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	0,  // 56: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	35, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	0,  // 58: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	20, // 59: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	0,  // 60: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	45, // [45:61] is the sub-list for method output_type
-	29, // [29:45] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	37, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
+	39, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	40, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	41, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	6,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
+	20, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
+	12, // 8: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	13, // 9: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	14, // 10: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	14, // 11: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	18, // 12: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	2,  // 13: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	22, // 14: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	2,  // 15: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	2,  // 16: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
+	23, // 17: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	21, // 18: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	24, // 19: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	22, // 20: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	24, // 21: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	26, // 22: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	28, // 23: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	25, // 24: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	27, // 25: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	29, // 26: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	42, // 27: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	43, // 28: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	24, // 29: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	5,  // 30: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	38, // 31: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	1,  // 32: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	7,  // 33: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	9,  // 34: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	11, // 35: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 36: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 37: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	16, // 38: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	17, // 39: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	19, // 40: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	31, // 41: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	33, // 42: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	34, // 43: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	34, // 44: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	36, // 45: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	0,  // 46: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	0,  // 47: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	4,  // 48: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	8,  // 49: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	10, // 50: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	15, // 51: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	0,  // 52: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	0,  // 53: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	0,  // 54: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	0,  // 55: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	0,  // 56: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	32, // 57: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	35, // 58: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	0,  // 59: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	35, // 60: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	0,  // 61: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	20, // 62: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	0,  // 63: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	48, // [48:64] is the sub-list for method output_type
+	32, // [32:48] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -2796,7 +2981,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
