@@ -611,6 +611,19 @@ func TestResources(t *testing.T) {
 	if want := `resource "a.zone" is already granted to plugin "a"`; !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), want) {
 		t.Errorf("name clash: err = %v, want ErrConflict containing %q", err, want)
 	}
+	for _, bad := range []struct {
+		res  []sdk.Resource
+		want string
+	}{
+		{[]sdk.Resource{{Kind: sdk.ResourceCTMark, Name: "d.mark"}}, `resource "d.mark": ct_mark width 0 must be 1-32`},
+		{[]sdk.Resource{{Kind: sdk.ResourceMetadata, Name: "d.meta", Width: 65}}, `resource "d.meta": metadata width 65 must be 1-64`},
+		{[]sdk.Resource{{Kind: sdk.ResourceCTZone}}, `a ct_zone resource has no name`},
+		{[]sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "d.z"}, {Kind: sdk.ResourceCTZone, Name: "d.z"}}, `resource "d.z" requested twice`},
+	} {
+		if _, err := a.Register("d", nil, nil, bad.res...); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("bad request %+v: err = %v, want ErrInvalid containing %q", bad.res, err, bad.want)
+		}
+	}
 	r, err := Restore(a.Snapshot())
 	if err != nil {
 		t.Fatal(err)
