@@ -101,6 +101,9 @@ var (
 func (testFeature) Describe(_ context.Context, req sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "t", "1.2.3"
 	r.Tables = []sdk.Table{{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true}}
+	if string(req.Config) == `{"badResource":true}` {
+		r.Resources = []sdk.Resource{{Kind: 99, Name: "t.odd"}}
+	}
 	if string(req.Config) == `{"second":true}` { // what it declares may depend on its config
 		r.Tables = append(r.Tables, sdk.Table{Name: "t.second", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, After: []string{"t.class"}})
 	}
@@ -363,5 +366,19 @@ func TestCNIErrorCrossesTheWire(t *testing.T) {
 	}
 	if diff := cmp.Diff(&sdk.CNIError{Code: 104, Msg: "veth gone", Details: "delete and re-add the pod"}, ce); diff != "" {
 		t.Errorf("CNIError (-want +got):\n%s", diff)
+	}
+}
+
+// The host refuses a description with a resource kind it does not know.
+func TestDescribeUnknownResourceKind(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, _, err = p.DescribeWith(ctx, sdk.DescribeRequest{Config: []byte(`{"badResource":true}`)})
+	if want := `resource "t.odd": unknown kind 99`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want one containing %q", err, want)
 	}
 }
