@@ -15,7 +15,7 @@ import (
 )
 
 func toPBTable(t Table) *pb.Table {
-	return &pb.Table{Name: t.Name, Pipeline: uint32(t.Pipeline), Stage: uint32(t.Stage), Miss: uint32(t.Miss), Exported: t.Exported}
+	return &pb.Table{Name: t.Name, Pipeline: uint32(t.Pipeline), Stage: uint32(t.Stage), Miss: uint32(t.Miss), Exported: t.Exported, After: t.After, Before: t.Before}
 }
 
 func toPBDescribeResponse(r *DescribeResponse, caps []Capability) *pb.DescribeResponse {
@@ -28,6 +28,9 @@ func toPBDescribeResponse(r *DescribeResponse, caps []Capability) *pb.DescribeRe
 	}
 	for _, c := range caps {
 		out.Capabilities = append(out.Capabilities, string(c))
+	}
+	for _, rs := range r.Resources {
+		out.Resources = append(out.Resources, &pb.Resource{Kind: uint32(rs.Kind), Name: rs.Name, Width: uint32(rs.Width), Exported: rs.Exported})
 	}
 	return out
 }
@@ -65,6 +68,12 @@ func fromPBAssignment(a *pb.Assignment) Assignment {
 	}
 	for k, v := range a.GetFields() {
 		out.Fields[k] = fromproto.Bits(v)
+	}
+	if len(a.GetGrants()) > 0 {
+		out.Grants = map[string]Grant{}
+	}
+	for k, g := range a.GetGrants() {
+		out.Grants[k] = Grant{Kind: ResourceKind(g.GetKind()), Owner: g.GetOwner(), Value: g.GetValue(), Offset: uint8(g.GetOffset()), Width: uint8(g.GetWidth())}
 	}
 	return out
 }

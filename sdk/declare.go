@@ -42,6 +42,12 @@ type Table struct {
 	// Exported lets other plugins add flows to this table. A private table
 	// accepts flows from its owner only.
 	Exported bool
+	// After and Before name tables of the same pipeline and stage (the
+	// plugin's own or another's) this table must come after or before: a
+	// stage's tables run in ID order. The host assigns IDs that honour
+	// them, also against tables loaded later, or refuses the plugin naming
+	// both tables.
+	After, Before []string
 }
 
 // Capability is something a plugin can do beyond submitting flows. The SDK
@@ -89,4 +95,64 @@ type Assignment struct {
 	CookiePrefix uint16
 	// Round is the plugin's incarnation, the next 16 bits of the cookie.
 	Round uint16
+	// Grants maps each resource the plugin requested, and each one another
+	// plugin published, by name to what the host granted.
+	Grants map[string]Grant
+}
+
+// ResourceKind is a kind of shared switch resource that, like tables and
+// registers, the host hands out so plugins cannot collide on it.
+type ResourceKind uint8
+
+const (
+	// ResourceCTZone is one conntrack zone (Width is ignored); use
+	// Grant.Value in ct(zone=) and ct_zone matches.
+	ResourceCTZone ResourceKind = iota + 1
+	// ResourceCTMark is Width bits of ct_mark.
+	ResourceCTMark
+	// ResourceMetadata is Width bits of the OpenFlow metadata field.
+	ResourceMetadata
+)
+
+func (k ResourceKind) String() string {
+	switch k {
+	case ResourceCTZone:
+		return "ct_zone"
+	case ResourceCTMark:
+		return "ct_mark"
+	case ResourceMetadata:
+		return "metadata"
+	}
+	return fmt.Sprintf("resource(%d)", uint8(k))
+}
+
+// Resource is a shared resource a plugin requests in Describe, by name
+// (unique on the node, like table names). Exported publishes it: every
+// plugin then finds it in its Assignment.Grants and may use it.
+type Resource struct {
+	Kind     ResourceKind
+	Name     string
+	Width    uint8
+	Exported bool
+}
+
+// Grant is what the host granted for a resource: a zone number in Value,
+// or bits Offset..Offset+Width-1 of ct_mark or metadata.
+type Grant struct {
+	Kind   ResourceKind
+	Owner  string
+	Value  uint32
+	Offset uint8
+	Width  uint8
+}
+
+// Mask is the grant's bits as a mask (0 for a zone).
+func (g Grant) Mask() uint64 {
+	if g.Kind == ResourceCTZone || g.Width == 0 {
+		return 0
+	}
+	if g.Width >= 64 {
+		return ^uint64(0)
+	}
+	return (uint64(1)<<g.Width - 1) << g.Offset
 }

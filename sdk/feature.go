@@ -52,7 +52,12 @@ type NodeEventSubscriber interface {
 }
 
 // DescribeRequest is empty today.
-type DescribeRequest struct{}
+type DescribeRequest struct {
+	// Config is the plugin's config section from the agent config (JSON),
+	// the same bytes Start receives, so what a plugin declares may depend
+	// on it.
+	Config []byte
+}
 
 // DescribeResponse is the plugin's description.
 type DescribeResponse struct {
@@ -64,6 +69,10 @@ type DescribeResponse struct {
 	Tables  []Table
 	// Fields are the register fields the plugin needs beyond the well-known ones.
 	Fields []flow.Field
+	// Resources are the shared switch resources the plugin needs (ct
+	// zones, ct_mark bits, metadata bits); the host grants concrete values
+	// in Assignment.Grants. Using one that was not granted is refused.
+	Resources []Resource
 }
 
 // StartRequest carries the assignment.

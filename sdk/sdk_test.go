@@ -70,7 +70,10 @@ func (testFeature) CNIDel(_ context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 	return fmt.Errorf("%w: container %s", sdk.ErrNotFound, req.Args.ContainerID)
 }
 
-func (testFeature) CNICheck(context.Context, sdk.CNICheckRequest, *sdk.CNICheckResponse) error {
+func (testFeature) CNICheck(_ context.Context, req sdk.CNICheckRequest, _ *sdk.CNICheckResponse) error {
+	if req.Args.ContainerID == "broken" {
+		return fmt.Errorf("checking %s: %w", req.Args.ContainerID, &sdk.CNIError{Code: 104, Msg: "veth gone", Details: "delete and re-add the pod"})
+	}
 	return nil
 }
 
@@ -95,9 +98,15 @@ var (
 		Goto:    flow.NextTable()}
 )
 
-func (testFeature) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+func (testFeature) Describe(_ context.Context, req sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "t", "1.2.3"
 	r.Tables = []sdk.Table{{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true}}
+	if string(req.Config) == `{"badResource":true}` {
+		r.Resources = []sdk.Resource{{Kind: 99, Name: "t.odd"}}
+	}
+	if string(req.Config) == `{"second":true}` { // what it declares may depend on its config
+		r.Tables = append(r.Tables, sdk.Table{Name: "t.second", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, After: []string{"t.class"}})
+	}
 	r.Fields = []flow.Field{markField}
 	return nil
 }
@@ -347,5 +356,67 @@ func TestUnsupportedVersionRefused(t *testing.T) {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not name %q", err, s)
 		}
+	}
+}
+
+// Describe carries the plugin's config, and table order constraints come
+// back.
+func TestDescribeGetsConfig(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	desc, _, err := p.DescribeWith(ctx, sdk.DescribeRequest{Config: []byte(`{"second":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sdk.Table{
+		{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true},
+		{Name: "t.second", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, After: []string{"t.class"}},
+	}
+	if diff := cmp.Diff(want, desc.Tables); diff != "" {
+		t.Errorf("tables (-want +got):\n%s", diff)
+	}
+}
+
+// A CNIError crosses the wire with its code, message and details, and
+// still unwraps on the host side.
+func TestCNIErrorCrossesTheWire(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := p.Describe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx, sdkhost.StartArgs{Assignment: sdk.Assignment{Tables: map[string]uint8{"t.class": 0}, Fields: map[string]flow.Bits{"mark": {Reg: 2, Width: 8}}, CookiePrefix: 1, Round: 1},
+		Service: &fakeHost{}}); err != nil {
+		t.Fatal(err)
+	}
+	err = p.CNICheck(ctx, sdk.CNIArgs{ContainerID: "broken", IfName: "eth0"})
+	var ce *sdk.CNIError
+	if !errors.As(fmt.Errorf("wrapped by the host: %w", err), &ce) {
+		t.Fatalf("CNICheck error %v (%T) carries no CNIError", err, err)
+	}
+	if diff := cmp.Diff(&sdk.CNIError{Code: 104, Msg: "veth gone", Details: "delete and re-add the pod"}, ce); diff != "" {
+		t.Errorf("CNIError (-want +got):\n%s", diff)
+	}
+}
+
+// The host refuses a description with a resource kind it does not know.
+func TestDescribeUnknownResourceKind(t *testing.T) {
+	p, err := launch(t, sdk.APIVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, _, err = p.DescribeWith(ctx, sdk.DescribeRequest{Config: []byte(`{"badResource":true}`)})
+	if want := `resource "t.odd": unknown kind 99`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want one containing %q", err, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"switchyard.dev/switchyard/sdk/internal/testhook"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -59,5 +60,13 @@ func exitWhenOrphaned(logger *slog.Logger) {
 			logger.Warn("host process is gone, exiting", "old_host_pid", parent)
 			os.Exit(2)
 		}
+	}
+}
+
+func init() {
+	testhook.FeaturePlugin = func(f any, logger *slog.Logger) *wire.FeaturePlugin {
+		return &wire.FeaturePlugin{NewServer: func(b *plugin.GRPCBroker) pb.FeatureServer {
+			return &featureServer{f: f.(Feature), broker: b, logger: logger}
+		}}
 	}
 }

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,15 +29,21 @@ type featureServer struct {
 
 var _ pb.FeatureServer = (*featureServer)(nil)
 
-func toStatus(err error) error { return wire.ToStatus(err, Sentinels()) }
+func toStatus(err error) error {
+	var ce *CNIError
+	if errors.As(err, &ce) {
+		return wire.CNIStatus(err.Error(), ce.Code, ce.Msg, ce.Details)
+	}
+	return wire.ToStatus(err, Sentinels())
+}
 
 func unimplemented(c Capability) error {
 	return status.Errorf(codes.Unimplemented, "plugin does not have the %q capability", c)
 }
 
-func (s *featureServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+func (s *featureServer) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
 	var resp DescribeResponse
-	if err := s.f.Describe(ctx, DescribeRequest{}, &resp); err != nil {
+	if err := s.f.Describe(ctx, DescribeRequest{Config: req.GetConfig()}, &resp); err != nil {
 		return nil, toStatus(fmt.Errorf("describe: %w", err))
 	}
 	return toPBDescribeResponse(&resp, Capabilities(s.f)), nil

@@ -58,45 +58,64 @@ type Agent struct {
 	db   PortDB
 	node sdk.NodeFacts
 
-	// mu serialises arbitration, the flow store and switch writes, so a
-	// plan checked against the store is still valid when it is committed.
-	mu    sync.Mutex
-	arb   *pipeline.Arbiter
-	store *flowstore.Store
+	// lay orders batches against layout changes. A batch holds it shared
+	// from resolving to committing, so the layout it was checked against
+	// stays; a layout change (load, unload, sweep, replay) holds it
+	// exclusively. The arbiter changes only with lay held exclusively and
+	// mu held too, so either one is enough to read it.
+	lay sync.RWMutex
+	// mu guards the flow store, the keys in flight and the owner locks. It
+	// is never held across a switch round trip: batches of different
+	// plugins reach the switch side by side (see Apply).
+	mu        sync.Mutex
+	arb       *pipeline.Arbiter
+	store     *flowstore.Store
+	inflight  map[pipeline.Key]string
+	owners    map[string]*sync.Mutex
+	statePath string
 	// bornRounds are the rounds each plugin was registered with by this
-	// process: the store has seen every flow of them (see Synced).
+	// process: the store has seen every flow of them (see Synced). Guarded
+	// by mu.
 	bornRounds map[string]map[uint16]bool
-	statePath  string
+	// lanes are the connections batches go out on: sw and, against a real
+	// switch, batchLanes more. The switch serves each connection in order,
+	// so a small batch sent behind a 20,000-flow one on the same connection
+	// would wait for all of it; a batch takes the least busy lane instead.
+	lanes []*lane
 
 	pmu     sync.Mutex
 	cfg     *config.Config
 	plugins map[string]*runner
 	order   []string
 
+	// evmu orders pod and node events (shared) against admitting a plugin
+	// incarnation (exclusive), which replays known to it.
+	evmu  sync.RWMutex
+	known struct {
+		sync.Mutex
+		pods  map[string]sdk.PodInterface // by container ID/ifname
+		nodes map[string]sdk.NodeInfo     // by name
+	}
+
 	replays   int
 	replayMu  sync.Mutex
 	eventDone chan struct{}
 }
 
-// New builds an agent over a connected switch and OVSDB. It loads the
-// persisted layout from cfg.RunDir so table IDs and cookie prefixes survive
-// a restart of the agent.
+// New builds an agent over a connected switch and OVSDB. It only checks
+// and allocates; Start loads the persisted layout and does the rest.
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
 	node, err := nodeFacts(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
-	}
 	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
+		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
+	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
+	a.arb = pipeline.New()
 	// Called under a.mu, from Plan.
 	a.store.KnownRound = func(owner string, round uint16) bool { return a.bornRounds[owner][round] }
-	a.arb, err = loadState(a.statePath)
-	if err != nil {
-		return nil, err
-	}
 	return a, nil
 }
 
@@ -145,8 +164,8 @@ func loadState(path string) (*pipeline.Arbiter, error) {
 	return a, nil
 }
 
-// saveStateLocked persists the layout; a.mu must be held.
-func (a *Agent) saveStateLocked() {
+// saveState persists the layout; the caller holds a.lay exclusively.
+func (a *Agent) saveState() {
 	b, err := json.MarshalIndent(a.arb.Snapshot(), "", " ")
 	if err == nil {
 		tmp := a.statePath + ".tmp"
@@ -159,10 +178,17 @@ func (a *Agent) saveStateLocked() {
 	}
 }
 
-// Start begins watching switch events, removes plugins the persisted layout
+// Start loads the persisted layout, opens the batch connections, begins
+// watching switch events, removes plugins the persisted layout
 // knows but the config no longer enables, and starts the configured plugins
 // in config order. It returns once every plugin had its first start attempt.
 func (a *Agent) Start(ctx context.Context) error {
+	if err := a.loadLayout(); err != nil {
+		return err
+	}
+	if err := a.openLanes(ctx); err != nil {
+		return err
+	}
 	a.eventDone = make(chan struct{})
 	go a.events(ctx)
 	if on, err := a.db.FlowRestoreWait(ctx); err == nil && on {
@@ -181,14 +207,14 @@ func (a *Agent) Start(ctx context.Context) error {
 	for _, p := range cfg.Plugins {
 		enabled[p.Name] = true
 	}
-	a.mu.Lock()
+	a.lay.RLock()
 	stale := []string{}
 	for _, n := range a.arb.PluginNames() {
 		if !enabled[n] {
 			stale = append(stale, n)
 		}
 	}
-	a.mu.Unlock()
+	a.lay.RUnlock()
 	for _, n := range stale {
 		a.log.Info("plugin in the persisted layout is no longer enabled; removing its flows, ports and tables", "plugin", n)
 		a.removePlugin(ctx, n)
@@ -196,6 +222,24 @@ func (a *Agent) Start(ctx context.Context) error {
 	for _, p := range cfg.Plugins {
 		a.startPlugin(ctx, p, cfg.EffectiveLimits(p))
 	}
+	return nil
+}
+
+// loadLayout creates the run dir and loads the persisted layout, which
+// keeps table IDs and cookie prefixes across a restart of the agent.
+func (a *Agent) loadLayout() error {
+	if err := os.MkdirAll(a.cfg.RunDir, 0o755); err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	arb, err := loadState(a.statePath)
+	if err != nil {
+		return err
+	}
+	a.lay.Lock()
+	a.mu.Lock()
+	a.arb = arb
+	a.mu.Unlock()
+	a.lay.Unlock()
 	return nil
 }
 
@@ -210,6 +254,65 @@ func (a *Agent) Stop() {
 	a.pmu.Unlock()
 	for i := len(rs) - 1; i >= 0; i-- {
 		rs[i].stop()
+	}
+	a.closeLanes()
+}
+
+// batchLanes is how many connections, besides the main one, carry batches.
+const batchLanes = 2
+
+// lane is one OpenFlow connection batches go out on.
+type lane struct {
+	sw   Switch
+	busy int // batches in flight on it; guarded by Agent.mu
+	conn *openflow.Conn
+}
+
+// openLanes dials the extra batch connections when the agent drives a
+// real switch (a test's fake switch has one lane).
+func (a *Agent) openLanes(ctx context.Context) error {
+	if _, real := a.sw.(*openflow.Conn); !real || len(a.lanes) > 1 {
+		return nil
+	}
+	for range batchLanes {
+		c, err := openflow.Dial(ctx, "unix", a.cfg.MgmtSocket(), switchOptions(a.log, false))
+		if err != nil {
+			a.closeLanes()
+			return fmt.Errorf("batch connection to %s: %w", a.cfg.MgmtSocket(), err)
+		}
+		a.mu.Lock()
+		a.lanes = append(a.lanes, &lane{sw: c, conn: c})
+		a.mu.Unlock()
+	}
+	return nil
+}
+
+func (a *Agent) closeLanes() {
+	a.mu.Lock()
+	ls := a.lanes[1:]
+	a.lanes = a.lanes[:1]
+	a.mu.Unlock()
+	for _, l := range ls {
+		l.conn.Close()
+	}
+}
+
+// lane takes the least busy lane (the main connection on a tie) for one
+// batch; done gives it back.
+func (a *Agent) lane() (sw Switch, done func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	best := a.lanes[0]
+	for _, l := range a.lanes[1:] {
+		if l.busy < best.busy {
+			best = l
+		}
+	}
+	best.busy++
+	return best.sw, func() {
+		a.mu.Lock()
+		best.busy--
+		a.mu.Unlock()
 	}
 }
 
@@ -255,15 +358,15 @@ func (a *Agent) Replays() int {
 func (a *Agent) Replay(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	a.mu.Lock()
-	meters, msgs, err := a.allMessagesLocked()
+	a.lay.Lock()
+	meters, msgs, err := a.allMessages()
 	if err == nil {
-		err = a.sendMetersLocked(ctx, meters)
+		err = a.sendMeters(ctx, meters)
 	}
 	if err == nil {
 		err = a.sw.Bundle(ctx, msgs, false)
 	}
-	a.mu.Unlock()
+	a.lay.Unlock()
 	if err != nil {
 		return fmt.Errorf("replay %d messages: %w", len(msgs), err)
 	}

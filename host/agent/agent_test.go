@@ -26,12 +26,30 @@ type fakeSwitch struct {
 	bundles [][]openflow.Message
 	fail    error
 	events  chan openflow.Event
-	dump    []openflow.FlowStats
-	dumpReq []openflow.FlowStatsRequest
-	groups  []openflow.GroupStats
+	// hold, if set, is called before a bundle is taken, outside the lock,
+	// so a test can keep one bundle "on the wire".
+	hold func(msgs []openflow.Message)
+	// What the read-back and the foreign sweep read.
+	dump       []openflow.FlowStats
+	dumpReq    []openflow.FlowStatsRequest
+	groups     []openflow.GroupStats
+	groupDescs []openflow.GroupDesc
+	meters     []openflow.MeterStats
+}
+
+func (f *fakeSwitch) GroupDesc(context.Context, uint32) ([]openflow.GroupDesc, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groupDescs, nil
 }
 
 func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) error {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		hold(msgs)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -56,10 +74,14 @@ func (f *fakeSwitch) DumpFlows(_ context.Context, req openflow.FlowStatsRequest)
 	return f.dump, nil
 }
 func (f *fakeSwitch) GroupStats(context.Context, uint32) ([]openflow.GroupStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.groups, nil
 }
 func (f *fakeSwitch) MeterStats(context.Context, uint32) ([]openflow.MeterStats, error) {
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meters, nil
 }
 
 // lastTexts renders the last bundle's flow mods.
@@ -272,6 +294,9 @@ func TestSyncSweepsRoundsOfAnEarlierAgentByCookie(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := a.loadLayout(); err != nil {
+			t.Fatal(err)
+		}
 		return a, sw
 	}
 	a1, _ := start()
@@ -385,5 +410,173 @@ func TestRemoveOwner(t *testing.T) {
 	// the last table of the pipeline, so its miss flow is removed (a miss drops).
 	if diff := cmp.Diff([]string(nil), a.Flows("a")); diff != "" {
 		t.Errorf("a's flows after b left (-want +got):\n%s", diff)
+	}
+}
+
+// cookiePrefix is the cookie prefix of a bundle's first flow mod.
+func cookiePrefix(msgs []openflow.Message) uint16 {
+	for _, m := range msgs {
+		if fm, ok := m.(*openflow.FlowMod); ok {
+			p, _, _ := pipeline.SplitCookie(fm.Flow.Cookie)
+			return p
+		}
+	}
+	return 0
+}
+
+// A plugin's batch that is still on its way to the switch neither blocks
+// another plugin's batch nor lets it take the same flow key.
+func TestBatchesOfPluginsDoNotWaitForEachOther(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "b", tOut)
+	pa, _ := a.arb.Plugin("a")
+	onWire, release := make(chan struct{}), make(chan struct{})
+	sw.mu.Lock()
+	sw.hold = func(msgs []openflow.Message) {
+		if cookiePrefix(msgs) == pa.Prefix {
+			close(onWire)
+			<-release
+		}
+	}
+	sw.mu.Unlock()
+	shared := flow.Flow{Table: "a.val", Priority: 7, Match: flow.Match{}.InPort(9)}
+	big := flow.NewBatch().AddFlows(shared)
+	for i := range 100 {
+		big.AddFlows(flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(uint32(100 + i))})
+	}
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Apply(ctx, "a", big, config.Limits{}) }()
+	<-onWire
+
+	// b's own flow goes through while a's batch is held on the wire.
+	if err := a.Apply(ctx, "b", flow.NewBatch().AddFlows(flow.Flow{Table: "b.out", Priority: 1, Match: flow.Match{}.InPort(1)}), config.Limits{}); err != nil {
+		t.Fatalf("b's batch while a's is on the wire: %v", err)
+	}
+	// The key a is installing is taken, although not yet committed.
+	err := a.Apply(ctx, "b", flow.NewBatch().AddFlows(shared), config.Limits{})
+	if !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), `plugin "a" is installing that table, priority and match right now`) {
+		t.Errorf("b writing a's in-flight key: err = %v, want ErrConflict naming plugin a", err)
+	}
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	// Once committed, the usual conflict applies.
+	err = a.Apply(ctx, "b", flow.NewBatch().AddFlows(shared), config.Limits{})
+	if !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), `plugin "a" already holds`) {
+		t.Errorf("b writing a's installed key: err = %v, want ErrConflict", err)
+	}
+	if n := len(a.Flows("a")); n != 102 { // the batch and a.val's miss flow
+		t.Errorf("a holds %d flows, want 102", n)
+	}
+}
+
+// Unloading a plugin removes, in the same bundle, the flows of others that
+// jump into its tables by name: nothing on the switch points at a table
+// nobody owns.
+func TestUnloadRemovesDanglingJumps(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "c", sdk.Table{Name: "c.route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Exported: true})
+	jump := flow.Flow{Table: "a.val", Priority: 10, Match: flow.Match{}.InPort(4), Goto: flow.GotoTable("c.route")}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(jump), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	before := sw.count()
+	a.RemoveOwner(ctx, "c")
+	if n := sw.count() - before; n != 1 {
+		t.Errorf("unload took %d bundles, want 1 (one layout change, one bundle)", n)
+	}
+	got := sw.textsSince(before)
+	want := []string{
+		"DEL cookie=0x2000000000000, table=255, priority=0 actions=drop",
+		"DEL table=90, priority=0 actions=drop",
+		"DEL_STRICT cookie=0x1000100000000, table=30, priority=10,in_port=4 actions=drop", // a's jump into c.route
+		"DEL_STRICT cookie=0x1000100000000, table=30, priority=0 actions=drop",            // a.val is last again
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unload bundle (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string(nil), a.Flows("a")); diff != "" {
+		t.Errorf("a's flows after c left (-want +got):\n%s", diff)
+	}
+}
+
+// The foreign sweep removes what no registered owner holds now, by cookie,
+// and counts what it removed.
+func TestSweepForeign(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	register(t, a, "a", tVal)
+	register(t, a, "a", tVal) // round 2; round 1 was swept by nobody yet
+	if _, err := a.Synced(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddGroup(flow.Group{ID: 1, Type: flow.GroupAll, Buckets: []flow.Bucket{{Actions: []flow.Action{flow.Output(1)}}}}), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	sw.mu.Lock()
+	sw.dump = []openflow.FlowStats{
+		cookie(pipeline.Cookie(1, 2, 0)), cookie(pipeline.Cookie(1, 2, 5)), // a's current round: kept
+		cookie(pipeline.Cookie(1, 1, 0)), cookie(pipeline.Cookie(1, 7, 0)), // a's older rounds
+		cookie(0xdead_0000_0000_0000), cookie(0xdead_0001_0000_0001), // a prefix nobody has
+		cookie(0), // cookie 0
+	}
+	sw.groupDescs = []openflow.GroupDesc{{GroupID: pipeline.GroupID(1, 1)}, {GroupID: pipeline.GroupID(1, 9)}, {GroupID: 77}}
+	sw.mu.Unlock()
+	before := sw.count()
+	res, err := a.SweepForeign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(SweepResult{Flows: 5, Groups: 2}, res); diff != "" {
+		t.Errorf("sweep counts (-want +got):\n%s", diff)
+	}
+	want := []string{
+		"DEL cookie=0x1000100000000, table=255, priority=0 actions=drop",
+		"DEL cookie=0x1000700000000, table=255, priority=0 actions=drop",
+		"DEL cookie=0xdead000000000000, table=255, priority=0 actions=drop",
+		"DEL table=255, priority=0 actions=drop",
+	}
+	if diff := cmp.Diff(want, sw.textsSince(before)); diff != "" {
+		t.Errorf("sweep bundle (-want +got):\n%s", diff)
+	}
+	sw.mu.Lock()
+	var masks []uint64
+	var groups []uint32
+	for _, m := range sw.bundles[len(sw.bundles)-1] {
+		switch m := m.(type) {
+		case *openflow.FlowMod:
+			masks = append(masks, m.CookieMask)
+		case *openflow.GroupMod:
+			groups = append(groups, m.GroupID)
+		}
+	}
+	sw.mu.Unlock()
+	if diff := cmp.Diff([]uint64{pipeline.CookieOwnerMask, pipeline.CookieOwnerMask, pipeline.CookiePrefixMask, ^uint64(0)}, masks); diff != "" {
+		t.Errorf("cookie masks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint32{pipeline.GroupID(1, 9), 77}, groups); diff != "" {
+		t.Errorf("swept groups (-want +got):\n%s", diff)
+	}
+}
+
+// /v1/resources lists every granted resource with its owner.
+func TestResourcesListed(t *testing.T) {
+	a, _, _ := newTestAgent(t)
+	if _, err := a.RegisterLocal(context.Background(), "a", &sdk.DescribeResponse{Name: "a", Tables: []sdk.Table{tVal},
+		Resources: []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "a.zone"}, {Kind: sdk.ResourceCTMark, Name: "a.mark", Width: 2, Exported: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []ResourceStatus{
+		{Name: "a.mark", Kind: "ct_mark", Owner: "a", Offset: 0, Width: 2, Published: true},
+		{Name: "a.zone", Kind: "ct_zone", Owner: "a", Value: 1},
+	}
+	if diff := cmp.Diff(want, a.Resources()); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
 	}
 }

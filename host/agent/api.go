@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -40,6 +42,31 @@ type TableStatus struct {
 	Exported bool   `json:"exported"`
 	Miss     string `json:"miss"`
 	Flows    int    `json:"flows"`
+}
+
+// ResourceStatus is one row of GET /v1/resources: a shared resource
+// (ct zone, ct_mark or metadata bits) and who holds it.
+type ResourceStatus struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Owner     string `json:"owner"`
+	Value     uint32 `json:"value,omitempty"`
+	Offset    uint8  `json:"offset"`
+	Width     uint8  `json:"width,omitempty"`
+	Published bool   `json:"published"`
+}
+
+// Resources reports every granted shared resource, by name.
+func (a *Agent) Resources() []ResourceStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	gs := a.arb.Grants()
+	out := make([]ResourceStatus, 0, len(gs))
+	for _, n := range slices.Sorted(maps.Keys(gs)) {
+		g := gs[n]
+		out = append(out, ResourceStatus{Name: n, Kind: g.Kind.String(), Owner: g.Owner, Value: g.Value, Offset: g.Offset, Width: g.Width, Published: a.arb.Published(n)})
+	}
+	return out
 }
 
 // Plugins reports every enabled plugin.
@@ -104,6 +131,7 @@ func (a *Agent) Flows(owner string) []string {
 //	GET /v1/plugins              plugins, state, version, flow counts
 //	GET /v1/tables               table layout: pipeline, stage, table, ID, owner
 //	GET /v1/flows?plugin=NAME    a plugin's flows, canonical text
+//	GET /v1/resources            ct zones, ct_mark and metadata bits: owner, value, published
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, v any) {
@@ -114,6 +142,7 @@ func (a *Agent) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /v1/plugins", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Plugins()) })
 	mux.HandleFunc("GET /v1/tables", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Tables()) })
+	mux.HandleFunc("GET /v1/resources", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Resources()) })
 	mux.HandleFunc("GET /v1/flows", func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Query().Get("plugin")
 		if p == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/flowstore"
@@ -18,6 +19,12 @@ import (
 // Apply arbitrates a batch from owner and installs it atomically (one
 // OpenFlow bundle). It is what a plugin's Host.Apply ends in, and what the
 // host itself uses for its own flows. lim bounds batch size and flow count.
+//
+// Batches of one owner run one at a time; batches of different owners run
+// side by side, so a plugin's large batch never waits for, nor delays,
+// another plugin's small one on the host side. Only a layout change (a
+// plugin loading or unloading, a sweep, a replay) waits for the batches in
+// flight.
 func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim config.Limits) error {
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("%w: plugin %q: %v", sdk.ErrInvalid, owner, err)
@@ -25,8 +32,13 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 	if lim.MaxBatch > 0 && b.Len() > lim.MaxBatch {
 		return fmt.Errorf("%w: plugin %q: batch of %d operations is over its limit of %d; split it", sdk.ErrLimit, owner, b.Len(), lim.MaxBatch)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	ol := a.ownerLock(owner)
+	ol.Lock()
+	defer ol.Unlock()
+	a.lay.RLock()
+	defer a.lay.RUnlock()
+	// The arbiter only changes under a.lay held exclusively, so reading it
+	// here needs no other lock.
 	p, ok := a.arb.Plugin(owner)
 	if !ok {
 		return fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
@@ -51,38 +63,97 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 			ops = append(ops, flowstore.Op{Kind: op.Kind, Meter: op.Meter, Prefix: p.Prefix, Round: p.Round})
 		}
 	}
-	return a.applyLocked(ctx, owner, ops, lim.MaxFlows)
+	return a.applyOps(ctx, owner, ops, lim.MaxFlows)
 }
 
-func (a *Agent) applyLocked(ctx context.Context, owner string, ops []flowstore.Op, maxFlows int) error {
+// ownerLock is the lock that serialises one owner's batches.
+func (a *Agent) ownerLock(owner string) *sync.Mutex {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.owners[owner]
+	if !ok {
+		l = &sync.Mutex{}
+		a.owners[owner] = l
+	}
+	return l
+}
+
+// applyOps plans ops against the store, installs the plan and commits it.
+// The caller holds a.lay (shared or exclusive) and, for a plugin's batch,
+// the owner's lock. a.mu is held only to plan and to commit, never across
+// the switch round trip: the keys of a plan in flight are reserved, so a
+// batch of another owner planned meanwhile still sees them and conflicts
+// exactly as it would with installed flows.
+func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, maxFlows int) error {
+	a.mu.Lock()
 	plan, err := a.store.Plan(owner, ops, maxFlows)
+	if err == nil {
+		err = a.reserveLocked(plan)
+	}
+	a.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	pre, msgs, post, err := a.planMessagesLocked(plan)
+	defer a.release(plan)
+	pre, msgs, post, err := a.planMessages(plan)
 	if err != nil {
 		return err
 	}
 	// OVS does not take meter mods inside a bundle, so meters are added
 	// before it and deleted after it; a refused bundle takes its new meters
 	// back, keeping the batch all-or-nothing.
-	if err := a.sendMetersLocked(ctx, pre); err != nil {
+	if err := a.sendMeters(ctx, pre); err != nil {
 		return fmt.Errorf("%w: plugin %q: the switch refused a meter (nothing was applied): %v", sdk.ErrSwitch, owner, err)
 	}
-	if len(msgs) == 0 {
-		// Only refreshes (or meters): the switch already holds the batch.
-	} else if err := a.sw.Bundle(ctx, msgs, true); err != nil {
-		a.undoMetersLocked(ctx, pre)
+	if len(msgs) > 0 { // only refreshes (or meters): the switch already holds the batch
+		sw, done := a.lane()
+		err = sw.Bundle(ctx, msgs, true)
+		done()
+	}
+	if err != nil {
+		a.undoMeters(ctx, pre)
 		return fmt.Errorf("%w: plugin %q: the switch refused a batch of %d operations (nothing was applied): %v", sdk.ErrSwitch, owner, len(msgs)+len(pre), err)
 	}
-	if err := a.sendMetersLocked(ctx, post); err != nil {
+	if err := a.sendMeters(ctx, post); err != nil {
 		a.log.Error("deleting meters after a batch", "plugin", owner, "error", err)
 	}
+	a.mu.Lock()
 	a.store.Commit(plan)
+	a.mu.Unlock()
 	return nil
 }
 
-func (a *Agent) sendMetersLocked(ctx context.Context, ms []*openflow.MeterMod) error {
+// reserveLocked marks the flow keys of a plan as in flight, refusing the
+// plan if another owner's plan in flight touches one of them.
+func (a *Agent) reserveLocked(p *flowstore.Plan) error {
+	for i, c := range p.Changes {
+		if c.Flow == nil {
+			continue
+		}
+		if other, busy := a.inflight[c.Flow.Key]; busy && other != p.Owner {
+			return fmt.Errorf("%w: plugin %q cannot write flow %s (op %d): plugin %q is installing that table, priority and match right now",
+				sdk.ErrConflict, p.Owner, c.Flow.Key, i, other)
+		}
+	}
+	for _, c := range p.Changes {
+		if c.Flow != nil {
+			a.inflight[c.Flow.Key] = p.Owner
+		}
+	}
+	return nil
+}
+
+func (a *Agent) release(p *flowstore.Plan) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range p.Changes {
+		if c.Flow != nil && a.inflight[c.Flow.Key] == p.Owner {
+			delete(a.inflight, c.Flow.Key)
+		}
+	}
+}
+
+func (a *Agent) sendMeters(ctx context.Context, ms []*openflow.MeterMod) error {
 	for _, m := range ms {
 		if _, err := a.sw.Request(ctx, m); err != nil {
 			return fmt.Errorf("meter %d: %w", m.MeterID, err)
@@ -91,9 +162,9 @@ func (a *Agent) sendMetersLocked(ctx context.Context, ms []*openflow.MeterMod) e
 	return nil
 }
 
-// undoMetersLocked deletes the meters a refused batch added (meters it only
+// undoMeters deletes the meters a refused batch added (meters it only
 // modified keep their new bands: OpenFlow cannot read them back cheaply).
-func (a *Agent) undoMetersLocked(ctx context.Context, ms []*openflow.MeterMod) {
+func (a *Agent) undoMeters(ctx context.Context, ms []*openflow.MeterMod) {
 	for _, m := range ms {
 		if m.Command != openflow.MeterAdd {
 			continue
@@ -104,8 +175,9 @@ func (a *Agent) undoMetersLocked(ctx context.Context, ms []*openflow.MeterMod) {
 	}
 }
 
-// fieldsLocked is every register field owner may use in group buckets.
-func (a *Agent) fieldsLocked(owner string) map[string]flow.Bits {
+// fields is every register field owner may use in group buckets. The
+// caller holds a.lay or a.mu.
+func (a *Agent) fields(owner string) map[string]flow.Bits {
 	f := flow.WellKnownBits()
 	if p, ok := a.arb.Plugin(owner); ok {
 		maps.Copy(f, p.Bits)
@@ -113,20 +185,20 @@ func (a *Agent) fieldsLocked(owner string) map[string]flow.Bits {
 	return f
 }
 
-// bucketContextLocked is what translating owner's group buckets (and
-// packet-out actions) needs: its fields, its prefix, and the tables a
-// resubmit may name.
-func (a *Agent) bucketContextLocked(owner string, fields map[string]flow.Bits, prefix uint16) *ofxlate.Context {
+// bucketContext is what translating owner's group buckets (and packet-out
+// actions) needs: its fields, its prefix, and the tables a resubmit may
+// name.
+func (a *Agent) bucketContext(owner string, fields map[string]flow.Bits, prefix uint16) *ofxlate.Context {
 	arb := a.arb
 	return &ofxlate.Context{Fields: fields, Prefix: prefix, Table: func(j flow.Jump) (uint8, error) { return arb.WritableTable(owner, j) }}
 }
 
-// planMessagesLocked orders a plan for the switch: meter adds (sent before
+// planMessages orders a plan for the switch: meter adds (sent before
 // the bundle), the bundle itself (group adds, flows, group deletes, so a
 // flow can use a group of the same batch), and meter deletes (after).
-func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod, msgs []openflow.Message, post []*openflow.MeterMod, err error) {
+func (a *Agent) planMessages(p *flowstore.Plan) (pre []*openflow.MeterMod, msgs []openflow.Message, post []*openflow.MeterMod, err error) {
 	var groupsPre, groupsPost []openflow.Message
-	fields := a.fieldsLocked(p.Owner)
+	fields := a.fields(p.Owner)
 	for _, c := range p.Changes {
 		switch {
 		case c.Flow != nil:
@@ -139,7 +211,7 @@ func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod,
 			}
 			msgs = append(msgs, m)
 		case c.Group != nil:
-			m, err := ofxlate.GroupMod(c.Kind, c.Group, a.bucketContextLocked(p.Owner, fields, c.Group.Prefix))
+			m, err := ofxlate.GroupMod(c.Kind, c.Group, a.bucketContext(p.Owner, fields, c.Group.Prefix))
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -160,18 +232,18 @@ func (a *Agent) planMessagesLocked(p *flowstore.Plan) (pre []*openflow.MeterMod,
 	return pre, append(append(groupsPre, msgs...), groupsPost...), post, nil
 }
 
-// allMessagesLocked is everything the store holds, as adds, for a replay:
+// allMessages is everything the store holds, as adds, for a replay:
 // meters (sent on their own) and the groups and flows for the bundle.
-func (a *Agent) allMessagesLocked() ([]*openflow.MeterMod, []openflow.Message, error) {
+func (a *Agent) allMessages() ([]*openflow.MeterMod, []openflow.Message, error) {
 	var meters []*openflow.MeterMod
 	var groups, flows []openflow.Message
 	for _, owner := range a.store.Owners() {
 		for _, m := range a.store.Meters(owner) {
 			meters = append(meters, ofxlate.MeterMod(flow.OpAdd, m))
 		}
-		fields := a.fieldsLocked(owner)
+		fields := a.fields(owner)
 		for _, g := range a.store.Groups(owner) {
-			m, err := ofxlate.GroupMod(flow.OpAdd, g, a.bucketContextLocked(owner, fields, g.Prefix))
+			m, err := ofxlate.GroupMod(flow.OpAdd, g, a.bucketContext(owner, fields, g.Prefix))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -190,10 +262,10 @@ func (a *Agent) allMessagesLocked() ([]*openflow.MeterMod, []openflow.Message, e
 
 // Synced sweeps owner's flows from earlier rounds: on the switch by cookie
 // (which also catches flows installed before an agent restart), and in the
-// store.
+// store. It returns how many stored flows it removed.
 func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.lay.Lock()
+	defer a.lay.Unlock()
 	p, ok := a.arb.Plugin(owner)
 	if !ok {
 		return 0, fmt.Errorf("%w: plugin %q is not registered", sdk.ErrInvalid, owner)
@@ -235,20 +307,58 @@ func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
 			a.log.Error("sweep stale meter", "plugin", owner, "meter", m.Global, "error", err)
 		}
 	}
+	a.mu.Lock()
 	a.store.ForgetObjects(owner, staleGroups, staleMeters)
 	a.store.Forget(owner, stale)
 	a.arb.Swept(owner)
-	a.saveStateLocked()
-	a.log.Info("plugin synced; stale flows swept", "plugin", owner, "round", p.Round, "swept_rounds", p.Unswept, "stale_flows", len(stale), "flows", a.store.Count(owner))
+	flows := a.store.Count(owner)
+	a.mu.Unlock()
+	a.saveState()
+	a.log.Info("plugin synced; stale flows swept", "plugin", owner, "round", p.Round, "swept_rounds", p.Unswept,
+		"stale_flows", len(stale), "stale_groups", len(staleGroups), "stale_meters", len(staleMeters), "flows", flows)
 	return len(stale), nil
 }
 
-// registerLocked registers (or re-registers) owner and installs the miss
-// flows of its tables, then re-resolves layout-dependent flows of everyone
-// (a new table may now be someone's "next table").
+// layoutChange gathers everything one layout change does to the switch
+// (the loaded plugin's miss flows, other plugins' re-pointed jumps, an
+// unloaded plugin's deletions), so it lands in one atomic bundle: a packet
+// meets either the old layout or the new one, never a mix.
+type layoutChange struct {
+	msgs  []openflow.Message
+	plans []*flowstore.Plan
+	// after runs once the switch took the bundle (store updates that are
+	// not plans).
+	after []func()
+}
+
+// commit sends the change and records it in the store. The caller holds
+// a.lay exclusively.
+func (a *Agent) commitLayout(ctx context.Context, lc *layoutChange, what string) error {
+	if len(lc.msgs) > 0 {
+		if err := a.sw.Bundle(ctx, lc.msgs, true); err != nil {
+			return fmt.Errorf("%w: %s (%d switch operations in one bundle, none applied): %v", sdk.ErrSwitch, what, len(lc.msgs), err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range lc.plans {
+		a.store.Commit(p)
+	}
+	for _, f := range lc.after {
+		f()
+	}
+	return nil
+}
+
+// registerLocked registers (or re-registers) owner and, in one bundle,
+// installs the miss flows of its tables and re-points layout-dependent
+// flows of everyone (a new table may now be someone's "next table"). The
+// caller holds a.lay exclusively.
 func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.DescribeResponse) (pipeline.Plugin, error) {
 	before := a.arb.Layout()
-	p, err := a.arb.Register(owner, desc.Tables, desc.Fields)
+	a.mu.Lock()
+	p, err := a.arb.Register(owner, desc.Tables, desc.Fields, desc.Resources...)
+	a.mu.Unlock()
 	if err != nil {
 		return pipeline.Plugin{}, err
 	}
@@ -256,25 +366,48 @@ func (a *Agent) registerLocked(ctx context.Context, owner string, desc *sdk.Desc
 		a.bornRounds[owner] = map[uint16]bool{}
 	}
 	a.bornRounds[owner][p.Round] = true
-	a.saveStateLocked()
-	if !slices.Equal(before, a.arb.Layout()) {
-		if err := a.relayoutLocked(ctx); err != nil {
+	a.saveState()
+	lc := &layoutChange{}
+	if !slices.EqualFunc(before, a.arb.Layout(), func(x, y pipeline.Table) bool {
+		return x.Name == y.Name && x.ID == y.ID && x.Miss == y.Miss
+	}) {
+		if err := a.relayout(lc, gone(before, a.arb.Layout())); err != nil {
 			return *p, err
 		}
 	}
 	// A re-registered plugin has a new round: its miss flows get the new
 	// cookie, or its Synced would sweep them.
-	if err := a.syncMissFlowsLocked(ctx); err != nil {
-		return *p, fmt.Errorf("install table-miss flows: %w", err)
+	if err := a.syncMissFlows(lc); err != nil {
+		return *p, fmt.Errorf("table-miss flows: %w", err)
+	}
+	if err := a.commitLayout(ctx, lc, fmt.Sprintf("loading plugin %q", owner)); err != nil {
+		return *p, err
 	}
 	return *p, nil
 }
 
-// syncMissFlowsLocked makes every table's host-installed miss flow match
-// the layout and its owner's round: added where missing, re-pointed where
-// the next table changed, removed where the table became the last one. A
-// priority-0 match-all flow the plugin installed itself is left alone.
-func (a *Agent) syncMissFlowsLocked(ctx context.Context) error {
+// gone lists the table IDs of before that after no longer has (by name
+// and ID).
+func gone(before, after []pipeline.Table) map[uint8]bool {
+	now := map[uint8]string{}
+	for _, t := range after {
+		now[t.ID] = t.Name
+	}
+	out := map[uint8]bool{}
+	for _, t := range before {
+		if now[t.ID] != t.Name {
+			out[t.ID] = true
+		}
+	}
+	return out
+}
+
+// syncMissFlows adds to lc what makes every table's host-installed miss
+// flow match the layout and its owner's round: added where missing,
+// re-pointed where the next table changed, removed where the table became
+// the last one. A priority-0 match-all flow the plugin installed itself is
+// left alone.
+func (a *Agent) syncMissFlows(lc *layoutChange) error {
 	byOwner := map[string][]flowstore.Op{}
 	for _, t := range a.arb.Layout() {
 		r, err := a.arb.MissFlow(t.Name)
@@ -296,9 +429,16 @@ func (a *Agent) syncMissFlowsLocked(ctx context.Context) error {
 		}
 	}
 	for _, owner := range slices.Sorted(maps.Keys(byOwner)) {
-		if err := a.applyLocked(ctx, owner, byOwner[owner], 0); err != nil {
+		plan, err := a.store.Plan(owner, byOwner[owner], 0)
+		if err != nil {
 			return err
 		}
+		_, msgs, _, err := a.planMessages(plan)
+		if err != nil {
+			return err
+		}
+		lc.msgs = append(lc.msgs, msgs...)
+		lc.plans = append(lc.plans, plan)
 	}
 	return nil
 }
@@ -307,8 +447,8 @@ func (a *Agent) syncMissFlowsLocked(ctx context.Context) error {
 // its assignment; the host uses it for its own flows and benchmarks use it
 // as the direct path.
 func (a *Agent) RegisterLocal(ctx context.Context, owner string, desc *sdk.DescribeResponse) (sdk.Assignment, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.lay.Lock()
+	defer a.lay.Unlock()
 	if _, err := a.registerLocked(ctx, owner, desc); err != nil {
 		return sdk.Assignment{}, err
 	}
@@ -316,16 +456,38 @@ func (a *Agent) RegisterLocal(ctx context.Context, owner string, desc *sdk.Descr
 	return asg, nil
 }
 
-// relayoutLocked re-resolves every flow whose jumps depend on the layout
-// and rewrites those whose targets moved. Each flow keeps its cookie.
-func (a *Agent) relayoutLocked(ctx context.Context) error {
+// relayout adds to lc every flow whose jumps depend on the layout and
+// whose targets moved (each keeps its cookie), and the deletion of every
+// flow that jumps into a table that is gone and no longer resolves: a
+// flow is never left pointing at a table nobody owns.
+func (a *Agent) relayout(lc *layoutChange, removed map[uint8]bool) error {
 	for _, owner := range a.store.Owners() {
 		var changes []flowstore.Change
-		var msgs []openflow.Message
-		for _, e := range a.store.LayoutFlows(owner) {
+		repointed, dropped := 0, 0
+		// Only flows whose jumps depend on the layout can move; when a table
+		// went away, any flow may jump into it, so all are looked at.
+		entries := a.store.LayoutFlows(owner)
+		if len(removed) > 0 {
+			entries = a.store.Flows(owner)
+		}
+		for _, e := range entries {
+			if e.R.Miss || removed[e.Key.Table] {
+				continue // miss flows: syncMissFlows; flows in a removed table go with it
+			}
+			intoGone := removed[e.R.Goto] || slices.ContainsFunc(e.R.Jumps, func(id uint8) bool { return removed[id] })
+			if !e.R.Layout && !intoGone {
+				continue
+			}
 			r, err := a.arb.Resolve(owner, e.R.Flow)
 			if err != nil {
-				a.log.Warn("flow no longer resolves after a layout change; it stays as installed", "plugin", owner, "flow", e.R.String(), "error", err)
+				m, err2 := ofxlate.FlowMod(flow.OpDelete, e.R)
+				if err2 != nil {
+					return err2
+				}
+				lc.msgs = append(lc.msgs, m)
+				changes = append(changes, flowstore.Change{Kind: flow.OpDelete, Flow: e})
+				dropped++
+				a.log.Warn("flow no longer resolves after a layout change; removing it", "plugin", owner, "flow", e.R.String(), "error", err)
 				continue
 			}
 			r.Cookie = e.R.Cookie
@@ -336,24 +498,24 @@ func (a *Agent) relayoutLocked(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			msgs = append(msgs, m)
+			lc.msgs = append(lc.msgs, m)
 			changes = append(changes, flowstore.Change{Kind: flow.OpAdd, Flow: &flowstore.Entry{Key: e.Key, R: r}})
+			repointed++
 		}
-		if len(msgs) == 0 {
+		if len(changes) == 0 {
 			continue
 		}
-		if err := a.sw.Bundle(ctx, msgs, true); err != nil {
-			return fmt.Errorf("%w: re-pointing %d flows of plugin %q after a layout change: %v", sdk.ErrSwitch, len(msgs), owner, err)
-		}
-		a.store.Commit(&flowstore.Plan{Owner: owner, Changes: changes})
-		a.log.Info("re-pointed flows after a layout change", "plugin", owner, "flows", len(msgs))
+		lc.plans = append(lc.plans, &flowstore.Plan{Owner: owner, Changes: changes})
+		a.log.Info("flows re-pointed or removed by a layout change", "plugin", owner, "repointed", repointed, "removed", dropped)
 	}
-	return a.syncMissFlowsLocked(ctx)
+	return nil
 }
 
 // removePlugin deletes everything of an unloaded plugin: its flows (by
 // cookie prefix), all flows in its tables (others' too, the tables are
-// gone), its groups, meters and ports, and its layout entry.
+// gone), its groups, meters and ports, and its layout entry. The flow and
+// group deletions and the re-pointing of other plugins' jumps go to the
+// switch in one bundle.
 func (a *Agent) removePlugin(ctx context.Context, owner string) {
 	ports, err := a.db.Ports(ctx, owner)
 	if err != nil {
@@ -364,36 +526,45 @@ func (a *Agent) removePlugin(ctx context.Context, owner string) {
 			a.log.Error("delete port of unloaded plugin", "plugin", owner, "port", p.Name, "error", err)
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.lay.Lock()
+	defer a.lay.Unlock()
 	p, ok := a.arb.Plugin(owner)
 	if !ok {
 		return
 	}
-	msgs := []openflow.Message{&openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookiePrefixMask,
-		Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, 0, 0)}}}
+	lc := &layoutChange{}
+	lc.msgs = append(lc.msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookiePrefixMask,
+		Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(p.Prefix, 0, 0)}})
+	before := a.arb.Layout()
 	for _, tn := range p.Tables {
 		t, _ := a.arb.Table(tn)
-		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: t.ID}})
+		lc.msgs = append(lc.msgs, &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: t.ID}})
 	}
 	for _, g := range a.store.Groups(owner) {
-		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.Global})
+		lc.msgs = append(lc.msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.Global})
 	}
-	if err := a.sw.Bundle(ctx, msgs, false); err != nil {
+	meters := a.store.Meters(owner)
+	a.mu.Lock()
+	removed := a.arb.Unregister(owner)
+	for _, t := range removed {
+		a.store.ForgetTable(t.ID)
+	}
+	a.store.DropOwner(owner)
+	a.mu.Unlock()
+	if err := a.relayout(lc, gone(before, a.arb.Layout())); err != nil {
+		a.log.Error("re-point flows after unload", "plugin", owner, "error", err)
+	}
+	if err := a.syncMissFlows(lc); err != nil {
+		a.log.Error("table-miss flows after unload", "plugin", owner, "error", err)
+	}
+	if err := a.commitLayout(ctx, lc, fmt.Sprintf("unloading plugin %q", owner)); err != nil {
 		a.log.Error("delete flows of unloaded plugin", "plugin", owner, "error", err)
 	}
-	for _, m := range a.store.Meters(owner) {
+	for _, m := range meters {
 		if _, err := a.sw.Request(ctx, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.Global}); err != nil {
 			a.log.Error("delete meter of unloaded plugin", "plugin", owner, "meter", m.Global, "error", err)
 		}
 	}
-	for _, t := range a.arb.Unregister(owner) {
-		a.store.ForgetTable(t.ID)
-	}
-	a.store.DropOwner(owner)
-	if err := a.relayoutLocked(ctx); err != nil {
-		a.log.Error("re-point flows after unload", "plugin", owner, "error", err)
-	}
-	a.saveStateLocked()
+	a.saveState()
 	a.log.Info("plugin removed", "plugin", owner, "tables", len(p.Tables), "ports", len(ports))
 }

@@ -41,7 +41,7 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 		return nil, nil, err
 	}
 	for {
-		sw, err := openflow.Dial(ctx, "unix", cfg.MgmtSocket(), openflow.Options{Logger: log, AsyncEvents: true})
+		sw, err := openflow.Dial(ctx, "unix", cfg.MgmtSocket(), switchOptions(log, true))
 		if err == nil {
 			return sw, db, nil
 		}
@@ -81,3 +81,16 @@ func TunnelsOffloads(v string) bool {
 // RemoveOwner removes an owner (a plugin that is no longer enabled, or a
 // local owner) with all its flows, groups, meters, ports and tables.
 func (a *Agent) RemoveOwner(ctx context.Context, owner string) { a.removePlugin(ctx, owner) }
+
+// reconnectEvery is how often a lost connection to the local switch is
+// retried. Dialling a unix socket that is not there yet costs one syscall,
+// so the agent retries often and is back (and replays) within this long of
+// a restarted ovs-vswitchd's socket appearing, rather than after an
+// exponential backoff that grows while the switch is down.
+const reconnectEvery = 50 * time.Millisecond
+
+// switchOptions are the OpenFlow options for a connection to the local
+// switch: the main one takes async events, batch lanes none.
+func switchOptions(log *slog.Logger, events bool) openflow.Options {
+	return openflow.Options{Logger: log, AsyncEvents: events, NoAsync: !events, ReconnectMin: reconnectEvery, ReconnectMax: reconnectEvery}
+}

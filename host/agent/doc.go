@@ -17,5 +17,16 @@
 // agent process. A restart of a plugin holding 100,000 unchanged flows
 // thus costs the switch nothing.
 //
-// Where to start: New and Run (agent.go), then Apply (apply.go).
+// Plugins are isolated from each other: batches of one plugin run one at
+// a time, batches of different plugins run side by side and go out on the
+// least busy of several OpenFlow connections (a switch serves each
+// connection in order); keys of a batch in flight are reserved so conflict
+// checks stay exact. Layout changes (a plugin loading or unloading, a
+// sweep, a replay) wait for the batches in flight and land in one bundle.
+//
+// A plugin incarnation is called only after its Start returned, and is
+// first given the pods and nodes the agent knows (events.go). Once every
+// plugin synced, whatever no live owner holds is swept (sweep.go).
+//
+// Where to start: New and Start (agent.go), then Apply (apply.go).
 package agent

@@ -56,7 +56,7 @@ func (a *Agent) reverseLocked(owner string) (*ofxlate.Reverse, error) {
 	for _, t := range a.arb.Layout() {
 		names[t.ID] = t.Name
 	}
-	return &ofxlate.Reverse{Owner: owner, Prefix: p.Prefix, Fields: a.fieldsLocked(owner),
+	return &ofxlate.Reverse{Owner: owner, Prefix: p.Prefix, Fields: a.fields(owner),
 		Table: func(id uint8) (string, bool) { n, ok := names[id]; return n, ok }}, nil
 }
 

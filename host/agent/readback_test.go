@@ -93,7 +93,7 @@ func TestReadFlows(t *testing.T) {
 	register(t, a, "a", tVal, tRoute)
 	register(t, a, "b", tOut)
 	f := flow.Flow{Table: "a.val", Priority: 10, Match: flow.Match{}.InPort(1).Field(flow.FieldPacketSource, 1), Tag: 0x42,
-		Actions: []flow.Action{flow.LoadField(flow.FieldTargetPort, 3)}, Goto: flow.NextTable()}
+		Actions: []flow.Action{flow.DecTTL()}, Goto: flow.NextTable()}
 	a.mu.Lock()
 	r, err := a.arb.Resolve("a", &f)
 	a.mu.Unlock()

@@ -103,8 +103,12 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 	if po.Resubmit && po.ResumeTable != "" {
 		return fmt.Errorf("%w: plugin %q: packet-out sets both Resubmit and ResumeTable %q; choose one", sdk.ErrInvalid, s.name(), po.ResumeTable)
 	}
+	// The layout must not change while the actions are translated against
+	// it (a resubmit target resolves through the arbiter).
+	s.a.lay.RLock()
+	defer s.a.lay.RUnlock()
 	s.a.mu.Lock()
-	fields := s.a.fieldsLocked(s.name())
+	fields := s.a.fields(s.name())
 	p, _ := s.a.arb.Plugin(s.name())
 	resume := pipeline.TableNone
 	var rerr error
@@ -128,7 +132,7 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 		}
 	}
 	s.a.mu.Lock()
-	c := s.a.bucketContextLocked(s.name(), fields, p.Prefix)
+	c := s.a.bucketContext(s.name(), fields, p.Prefix)
 	s.a.mu.Unlock()
 	acts, err := ofxlate.Actions(po.Actions, c)
 	if err != nil {
@@ -153,6 +157,11 @@ func (s *service) Synced(ctx context.Context) error {
 		return err
 	}
 	s.r.markSynced()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		s.a.sweepIfAllSynced(ctx)
+	}()
 	return nil
 }
 
@@ -171,7 +180,7 @@ func (a *Agent) packetIn(pi *openflow.PacketIn) {
 	}
 	var fields map[string]flow.Bits
 	if ok {
-		fields = a.fieldsLocked(owner)
+		fields = a.fields(owner)
 	}
 	a.mu.Unlock()
 	if !ok {

@@ -2,9 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -16,12 +21,15 @@ import (
 
 // Plugin states as the introspection API reports them.
 const (
-	StateStarting   = "starting"
-	StateRunning    = "running" // started, not yet synced
+	StateStarting   = "starting" // launched; its Start has not returned yet
+	StateRunning    = "running"  // Start returned, not yet synced
 	StateSynced     = "synced"
 	StateRestarting = "restarting"
 	StateFailed     = "failed" // will not be retried until the config changes
 	StateStopped    = "stopped"
+	// StateUnloading: disabled by a reload; its flows, ports and tables are
+	// being removed. The plugin leaves the list only when they are gone.
+	StateUnloading = "unloading"
 )
 
 // runner supervises one plugin process across restarts.
@@ -44,8 +52,16 @@ type runner struct {
 	caps       []sdk.Capability
 	proc       *sdkhost.Plugin
 	synced     chan struct{} // closed on each incarnation's Synced
-	startedAt  time.Time     // when the current incarnation's Start was called
-	syncTook   time.Duration // Start call to Synced, last incarnation
+	// started is set once the current incarnation's Start returned and it
+	// was given the current pods and nodes; only then do calls and events
+	// reach it.
+	started   bool
+	startedAt time.Time     // when the current incarnation's Start was called
+	syncTook  time.Duration // Start call to Synced, last incarnation
+
+	// binHash is the SHA-256 of the plugin binary when it was started, so
+	// a reload notices a rebuilt binary at the same path.
+	binHash string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -63,7 +79,8 @@ func (a *Agent) startPlugin(ctx context.Context, spec config.Plugin, lim config.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &runner{a: a, spec: spec, lim: lim, log: a.log.With("plugin", spec.Name),
 		limiter: newBucket(lim.RequestsPerSecond, lim.Burst), pktin: make(chan sdk.PacketInRequest, 256),
-		state: StateStarting, cancel: cancel, done: make(chan struct{}), synced: make(chan struct{})}
+		state: StateStarting, cancel: cancel, done: make(chan struct{}), synced: make(chan struct{}),
+		binHash: fileHash(spec.Path)}
 	a.pmu.Lock()
 	a.plugins[spec.Name] = r
 	if !slices.Contains(a.order, spec.Name) {
@@ -106,6 +123,9 @@ func (r *runner) run(ctx context.Context, first chan struct{}) {
 	for {
 		began := time.Now()
 		err := r.incarnation(ctx, once)
+		// A failed first attempt counts as one: the next plugins in config
+		// order do not wait for this one's restarts.
+		once()
 		if ctx.Err() != nil {
 			return
 		}
@@ -113,7 +133,6 @@ func (r *runner) run(ctx context.Context, first chan struct{}) {
 		if errors.As(err, &permanent) {
 			r.log.Error("plugin cannot run; fix the plugin or config and reload (SIGHUP)", "error", err)
 			r.set(func(r *runner) { r.state, r.lastErr = StateFailed, err.Error() })
-			once()
 			return
 		}
 		if time.Since(began) > healthyRun {
@@ -151,26 +170,36 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 		return err
 	}
 	defer p.Kill()
-	r.set(func(r *runner) { r.proc, r.pid, r.apiVersion = p, p.Pid(), p.Version() })
+	r.set(func(r *runner) { r.proc, r.pid, r.apiVersion, r.started = p, p.Pid(), p.Version(), false })
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	desc, caps, err := p.Describe(callCtx)
+	desc, caps, err := p.DescribeWith(callCtx, sdk.DescribeRequest{Config: r.spec.Config})
 	if err != nil {
+		if ctx.Err() == nil && p.Ping() == nil {
+			// It is alive and answered: its description is wrong, and a
+			// restart would describe it the same way.
+			return &permanentError{fmt.Errorf("%w (the plugin answered, so a restart would not help: fix the plugin or its config, then reload)", err)}
+		}
 		return fmt.Errorf("describe: %w", err)
 	}
 	if desc.Name != r.spec.Name {
 		return &permanentError{fmt.Errorf("plugin at %s calls itself %q but is enabled as %q; the names must match", r.spec.Path, desc.Name, r.spec.Name)}
 	}
-	r.a.mu.Lock()
+	if slices.Contains(caps, sdk.CapCNI) {
+		if other := r.a.cniClaimedBy(r.spec.Name); other != "" {
+			return &permanentError{fmt.Errorf("plugin %q handles CNI, but plugin %q already does on this node; a node has one CNI plugin: disable one of them", r.spec.Name, other)}
+		}
+	}
+	r.a.lay.Lock()
 	_, err = r.a.registerLocked(callCtx, r.spec.Name, desc)
 	asg, _ := r.a.arb.Assignment(r.spec.Name)
-	r.a.mu.Unlock()
+	r.a.lay.Unlock()
 	if err != nil {
 		return &permanentError{err}
 	}
 	synced := make(chan struct{})
 	r.set(func(r *runner) {
-		r.version, r.caps, r.state, r.synced = desc.Version, caps, StateRunning, synced
+		r.version, r.caps, r.state, r.synced = desc.Version, caps, StateStarting, synced
 	})
 	r.log.Info("plugin registered", "version", desc.Version, "api_version", p.Version(), "pid", p.Pid(),
 		"round", asg.Round, "cookie_prefix", asg.CookiePrefix, "tables", asg.Tables)
@@ -179,6 +208,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.node, Config: r.spec.Config, Service: svc}); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	r.a.admit(callCtx, r, p, caps)
 	started()
 	return r.watch(ctx, p)
 }
@@ -226,6 +256,28 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 	}
 }
 
+// cniClaimedBy names another enabled plugin that declared the CNI
+// capability, or "".
+func (a *Agent) cniClaimedBy(name string) string {
+	a.pmu.Lock()
+	order := slices.Clone(a.order)
+	rs := maps.Clone(a.plugins)
+	a.pmu.Unlock()
+	for _, n := range order {
+		r := rs[n]
+		if r == nil || n == name {
+			continue
+		}
+		r.mu.Lock()
+		claims := slices.Contains(r.caps, sdk.CapCNI) && r.state != StateFailed
+		r.mu.Unlock()
+		if claims {
+			return n
+		}
+	}
+	return ""
+}
+
 // markSynced is called when the current incarnation says it is synced.
 func (r *runner) markSynced() {
 	r.set(func(r *runner) {
@@ -247,9 +299,9 @@ func (r *runner) deliverPacketIns(ctx context.Context) {
 			return
 		case pi := <-r.pktin:
 			r.mu.Lock()
-			p := r.proc
+			p, started := r.proc, r.started
 			r.mu.Unlock()
-			if p == nil {
+			if p == nil || !started {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -287,8 +339,10 @@ func (a *Agent) WaitSynced(ctx context.Context, name string) error {
 }
 
 // Reload applies a new config: plugins no longer listed are unloaded (their
-// flows, ports and tables removed), new ones are started in config order,
-// changed ones are restarted (keeping their flows).
+// flows, ports and tables removed; listed as unloading until then), new
+// ones are started in config order, and changed ones (path, args, config,
+// limits, or a rebuilt binary at the same path) are restarted, keeping
+// their flows until the new incarnation syncs.
 func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 	a.pmu.Lock()
 	old := a.cfg
@@ -300,22 +354,32 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 	}
 	for _, p := range old.Plugins {
 		np, keep := want[p.Name]
-		if keep && samePlugin(p, np) && old.EffectiveLimits(p) == cfg.EffectiveLimits(np) {
-			continue
-		}
 		a.pmu.Lock()
 		r := a.plugins[p.Name]
+		a.pmu.Unlock()
+		rebuilt := r != nil && r.binHash != fileHash(np.Path)
+		if keep && samePlugin(p, np) && old.EffectiveLimits(p) == cfg.EffectiveLimits(np) && !rebuilt {
+			continue
+		}
+		if !keep {
+			// Listed as unloading until everything of it is gone.
+			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
+			if r != nil {
+				r.stop()
+				r.set(func(r *runner) { r.state = StateUnloading })
+			}
+			a.removePlugin(ctx, p.Name)
+		} else if rebuilt {
+			a.log.Info("plugin binary changed; restarting it on the new build", "plugin", p.Name, "path", np.Path)
+		} else {
+			a.log.Info("plugin changed in config reload; restarting", "plugin", p.Name)
+		}
+		a.pmu.Lock()
 		delete(a.plugins, p.Name)
 		a.order = slices.DeleteFunc(a.order, func(n string) bool { return n == p.Name })
 		a.pmu.Unlock()
-		if r != nil {
+		if keep && r != nil {
 			r.stop()
-		}
-		if !keep {
-			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
-			a.removePlugin(ctx, p.Name)
-		} else {
-			a.log.Info("plugin changed in config reload; restarting", "plugin", p.Name)
 		}
 	}
 	for _, p := range cfg.Plugins {
@@ -326,6 +390,22 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 			a.startPlugin(ctx, p, cfg.EffectiveLimits(p))
 		}
 	}
+}
+
+// fileHash is the hex SHA-256 of a file, "" if it cannot be read (then a
+// reload compares "" with the hash taken at start and restarts the plugin
+// if that differs, which surfaces the read error at its next launch).
+func fileHash(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func samePlugin(a, b config.Plugin) bool {

@@ -8,14 +8,20 @@ import (
 
 	"switchyard.dev/switchyard/cni/cnierr"
 	"switchyard.dev/switchyard/cni/cnipb"
+	"switchyard.dev/switchyard/sdk"
 )
 
 // toProto maps any failure to the CNI error the runtime will see. A code
-// the plugin chose (cnierr) wins; otherwise timeouts become try-again-later
+// the plugin chose (sdk.CNIError, carried structured through the SDK, or
+// the agent's own cnierr) wins; otherwise timeouts become try-again-later
 // and everything else an internal error carrying the text.
 func toProto(err error) *cnipb.Error {
 	if err == nil {
 		return nil
+	}
+	var se *sdk.CNIError
+	if errors.As(err, &se) {
+		return &cnipb.Error{Code: uint32(se.Code), Msg: se.Msg, Details: se.Details}
 	}
 	if e, ok := cnierr.From(err); ok {
 		return &cnipb.Error{Code: uint32(e.Code), Msg: e.Msg, Details: e.Details}

@@ -31,13 +31,13 @@ type held struct {
 	// round is the owner's round that last submitted the flow. It is
 	// newer than the cookie's round when a restarted plugin submitted the
 	// flow again unchanged: the switch then keeps its copy (Change.Refresh).
-	round    uint16
-	gotoID   uint8
-	layout   bool
-	miss     bool
-	jumps    string // one table ID per action carrying a jump (Resolved.Jumps), usually empty
-	fields   map[string]flow.Bits
-	wire     []byte // sdkhost.AppendFlow of the SDK flow
+	round  uint16
+	gotoID uint8
+	layout bool
+	miss   bool
+	jumps  string // one table ID per action carrying a jump (Resolved.Jumps), usually empty
+	fields map[string]flow.Bits
+	wire   []byte // sdkhost.AppendFlow of the SDK flow
 }
 
 // GroupEntry is one installed group (global ID).

@@ -10,6 +10,7 @@ import (
 	"switchyard.dev/switchyard/host/pipeline"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
+	"switchyard.dev/switchyard/sdk/flow/flowtest"
 )
 
 func layout(t *testing.T) *pipeline.Arbiter {
@@ -118,12 +119,12 @@ func TestCompactFormRebuildsTheSameFlow(t *testing.T) {
 	if _, err := a.Register("a", []sdk.Table{
 		{Name: "a.t", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
 		{Name: "a.u", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
-	}, []flow.Field{mark}); err != nil {
+	}, []flow.Field{mark}, flowtest.Resources()...); err != nil {
 		t.Fatal(err)
 	}
 	flows := []*flow.Flow{
 		{Table: "a.t", Priority: 7, Match: flow.Match{}.IPv4().Field(mark, 3).Field(flow.FieldPacketSource, 1),
-			Actions: []flow.Action{flow.LoadField(mark, 5), flow.Conntrack(flow.CT{Zone: 3, Resume: flow.GotoStage(flow.StageOutput)})},
+			Actions: []flow.Action{flow.LoadField(mark, 5), flow.Conntrack(flow.CT{Zone: 5, Resume: flow.GotoStage(flow.StageOutput)})},
 			Goto:    flow.NextTable(), Tag: 9},
 		{Table: "a.u", Priority: 1, Match: flow.Match{}.InPort(4), Actions: []flow.Action{flow.Output(2)}},
 	}

@@ -24,7 +24,7 @@ func vocabArbiter(t testing.TB) *pipeline.Arbiter {
 	if _, err := a.Register("p", []sdk.Table{
 		{Name: "class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
 		{Name: "next", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
-	}, flowtest.Fields()); err != nil {
+	}, flowtest.Fields(), flowtest.Resources()...); err != nil {
 		t.Fatal(err)
 	}
 	return a
@@ -164,7 +164,7 @@ func TestFlowGolden(t *testing.T) {
 		{Name: "ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
 		{Name: "route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
 		{Name: "out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
-	}, []flow.Field{mark}); err != nil {
+	}, []flow.Field{mark}, sdk.Resource{Kind: sdk.ResourceCTZone, Name: "p.zone"}); err != nil { // granted zone 1
 		t.Fatal(err)
 	}
 	mac := net.HardwareAddr{0xaa, 0xbb, 0xcc, 0, 0, 1}
@@ -177,12 +177,12 @@ func TestFlowGolden(t *testing.T) {
 			Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, 1)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageConntrackState)},
 			"cookie=0x1000100000000, priority=200,in_port=3,dl_src=aa:bb:cc:00:00:01 actions=set_field:0x1/0xf->reg0,goto_table:40"},
 		{"conntrack", flow.Flow{Table: "ct", Priority: 10, Match: flow.Match{}.IPv4(),
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 5, Resume: flow.NextTable(), NAT: &flow.NAT{}})}},
-			"cookie=0x1000100000000, table=40, priority=10,ip actions=ct(table=90,zone=5,nat)"},
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 1, Resume: flow.NextTable(), NAT: &flow.NAT{}})}},
+			"cookie=0x1000100000000, table=40, priority=10,ip actions=ct(table=90,zone=1,nat)"},
 		{"route with field match and rewrite", flow.Flow{Table: "route", Priority: 100, Tag: 9,
 			Match:   flow.Match{}.IPv4().IPv4DstPrefix(netip.MustParsePrefix("10.1.0.0/16")).Field(mark, 3).CTState(flow.CTTracked|flow.CTEstablished, flow.CTTracked|flow.CTEstablished|flow.CTNew),
-			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(flow.FieldTargetPort, 7)}, Goto: flow.GotoStage(flow.StageOutput)},
-			"cookie=0x1000100000009, table=90, priority=100,ct_state=-new+est+trk,ip,reg0=0x60/0x1fe0,nw_dst=10.1.0.0/16 actions=set_field:aa:bb:cc:00:00:01->eth_dst,dec_ttl,set_field:0x7->reg1,goto_table:200"},
+			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(mark, 7)}, Goto: flow.GotoStage(flow.StageOutput)},
+			"cookie=0x1000100000009, table=90, priority=100,ct_state=-new+est+trk,ip,reg0=0x60/0x1fe0,nw_dst=10.1.0.0/16 actions=set_field:aa:bb:cc:00:00:01->eth_dst,dec_ttl,set_field:0xe0/0x1fe0->reg0,goto_table:200"},
 		{"output by register", flow.Flow{Table: "out", Priority: 1, Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}},
 			"cookie=0x1000100000000, table=200, priority=1 actions=output:NXM_NX_REG1[]"},
 		{"tcp drop", flow.Flow{Table: "route", Priority: 300, Match: flow.Match{}.TCP4().TCPDst(23)},
@@ -273,7 +273,7 @@ func TestReverseRoundTrip(t *testing.T) {
 		{Name: "ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
 		{Name: "route", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
 		{Name: "out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
-	}, []flow.Field{mark, wide}); err != nil {
+	}, []flow.Field{mark, wide}, flowtest.Resources()...); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := a.Plugin("p")
@@ -285,7 +285,7 @@ func TestReverseRoundTrip(t *testing.T) {
 			Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: 5, Resume: flow.NextTable(), NAT: &flow.NAT{Kind: flow.NATReverse}, Mark: 1, MarkMask: 3})}},
 		{Table: "route", Priority: 100, Tag: 9, IdleTimeout: 30, HardTimeout: 60,
 			Match:   flow.Match{}.IPv4().IPv4DstPrefix(netip.MustParsePrefix("10.1.0.0/16")).Field(mark, 3).FieldMasked(wide, 0x10, 0xf0).CTState(flow.CTTracked|flow.CTEstablished, flow.CTTracked|flow.CTEstablished|flow.CTNew),
-			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(flow.FieldTargetPort, 7), flow.LoadField(mark, 0xff), flow.MoveField(mark, wide)}, Goto: flow.GotoStage(flow.StageOutput)},
+			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(mark, 0xff), flow.MoveField(mark, wide)}, Goto: flow.GotoStage(flow.StageOutput)},
 		{Table: "out", Priority: 1, Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}},
 		{Table: "route", Priority: 300, Match: flow.Match{}.TCP().TCPDst(23)},
 		{Table: "route", Priority: 200, Tag: 0xffffffff, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []flow.Action{flow.Conjunction(9, 1, 2)}},

@@ -39,6 +39,10 @@ type Options struct {
 	// bridge's .mgmt socket without SET_ASYNC, checked in itest/openflow;
 	// AsyncEvents makes the configuration explicit and version-proof.)
 	AsyncEvents bool
+	// NoAsync turns every asynchronous message off (SET_ASYNC with empty
+	// masks), for a connection that only sends batches: the switch then
+	// does not copy packet-ins and port status to it.
+	NoAsync bool
 	// ControllerID, when non-zero, is sent with NXT_SET_CONTROLLER_ID so
 	// controller(id=N) actions reach this connection.
 	ControllerID uint16
@@ -378,6 +382,13 @@ func (s *session) configure(ctx context.Context) error {
 				{Type: AsyncFlowRemMaster, Mask: 1<<RemovedIdleTimeout | 1<<RemovedHardTimeout},
 				{Type: AsyncFlowRemSlave, Mask: 1<<RemovedIdleTimeout | 1<<RemovedHardTimeout},
 			}})
+	}
+	if c.opts.NoAsync {
+		var props []AsyncProp
+		for _, t := range []uint16{AsyncPacketInSlave, AsyncPacketInMaster, AsyncPortStatusSlave, AsyncPortStatusMaster, AsyncFlowRemSlave, AsyncFlowRemMaster} {
+			props = append(props, AsyncProp{Type: t})
+		}
+		msgs = append(msgs, &SetAsync{Props: props})
 	}
 	for _, m := range msgs {
 		if err := s.send(m); err != nil {

@@ -24,6 +24,10 @@ type Table struct {
 	ID       uint8
 	Miss     sdk.MissAction
 	Exported bool
+	// After and Before are the declared order constraints inside the
+	// stage (table names); kept so tables loaded later honour them too.
+	After  []string `json:"after,omitempty"`
+	Before []string `json:"before,omitempty"`
 }
 
 // Plugin is one plugin's registration.
@@ -39,6 +43,10 @@ type Plugin struct {
 	// Unswept are earlier rounds whose flows may still be on the switch;
 	// they are deleted (by cookie) when the plugin says it is synced.
 	Unswept []uint16
+	// Grants are the shared resources granted to the plugin, by name;
+	// Published names those it published to every plugin.
+	Grants    map[string]sdk.Grant
+	Published []string
 }
 
 // Arbiter holds the layout. It is not safe for concurrent use; the host
@@ -72,6 +80,8 @@ func (a *Arbiter) clone() *Arbiter {
 		pp.Fields = maps.Clone(p.Fields)
 		pp.Bits = maps.Clone(p.Bits)
 		pp.Unswept = slices.Clone(p.Unswept)
+		pp.Grants = maps.Clone(p.Grants)
+		pp.Published = slices.Clone(p.Published)
 		c.plugins[n] = &pp
 	}
 	return c
@@ -81,9 +91,9 @@ func (a *Arbiter) clone() *Arbiter {
 // tables, fields and cookie prefix, and starts a new round. Tables and
 // fields the plugin had before keep their IDs and bits. Either everything
 // is assigned or nothing changes, and the error lists every problem.
-func (a *Arbiter) Register(name string, tables []sdk.Table, fields []flow.Field) (*Plugin, error) {
+func (a *Arbiter) Register(name string, tables []sdk.Table, fields []flow.Field, resources ...sdk.Resource) (*Plugin, error) {
 	c := a.clone()
-	p, err := c.register(name, tables, fields)
+	p, err := c.register(name, tables, fields, resources)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", name, err)
 	}
@@ -92,7 +102,7 @@ func (a *Arbiter) Register(name string, tables []sdk.Table, fields []flow.Field)
 	return &out, nil
 }
 
-func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field) (*Plugin, error) {
+func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field, resources []sdk.Resource) (*Plugin, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: plugin has no name", sdk.ErrInvalid)
 	}
@@ -181,6 +191,7 @@ func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field)
 		p.Fields[f.Name] = f
 		p.Bits[f.Name] = b
 	}
+	errs = append(errs, a.registerResources(p, resources)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -215,18 +226,86 @@ func (a *Arbiter) assignTable(owner string, t sdk.Table) error {
 		if cur.Owner != owner {
 			return fmt.Errorf("%w: table %q is already declared by plugin %q", sdk.ErrConflict, t.Name, cur.Owner)
 		}
-		cur.Miss, cur.Exported = t.Miss, t.Exported // same stage: keep the ID
+		// Same stage: keep the ID.
+		cur.Miss, cur.Exported, cur.After, cur.Before = t.Miss, t.Exported, slices.Clone(t.After), slices.Clone(t.Before)
 		return nil
 	}
-	for id := int(r.First); id <= int(r.Last); id++ {
+	lo, hi, err := a.orderBounds(t, r)
+	if err != nil {
+		return err
+	}
+	for id := int(lo.id); id <= int(hi.id); id++ {
 		if _, used := a.byID[uint8(id)]; !used {
-			nt := &Table{Name: t.Name, Owner: owner, Pipeline: t.Pipeline, Stage: t.Stage, ID: uint8(id), Miss: t.Miss, Exported: t.Exported}
+			nt := &Table{Name: t.Name, Owner: owner, Pipeline: t.Pipeline, Stage: t.Stage, ID: uint8(id), Miss: t.Miss, Exported: t.Exported,
+				After: slices.Clone(t.After), Before: slices.Clone(t.Before)}
 			a.tables[t.Name] = nt
 			a.byID[nt.ID] = nt
 			return nil
 		}
 	}
+	if lo.by != "" || hi.by != "" {
+		return fmt.Errorf("%w: table %q must come %s in stage %s/%s, but no free table ID lies there (IDs %d-%d); relax the order or unload a table",
+			sdk.ErrConflict, t.Name, orderText(lo, hi), t.Pipeline, t.Stage, lo.id, hi.id)
+	}
 	return fmt.Errorf("%w: table %q: stage %s/%s is full (table IDs %d-%d all assigned)", sdk.ErrLimit, t.Name, t.Pipeline, t.Stage, r.First, r.Last)
+}
+
+// bound is one end of the IDs a table may take, and the table that set it.
+type bound struct {
+	id uint8
+	by string // the table that set it, "" for the stage's own end
+}
+
+// orderBounds is the ID range t may take inside its stage r: after every
+// table it must follow, before every table it must precede, counting the
+// constraints declared by t and those earlier tables declared about t. A
+// named table of another stage is refused; one not loaded yet binds when
+// it loads.
+func (a *Arbiter) orderBounds(t sdk.Table, r Range) (lo, hi bound, err error) {
+	lo, hi = bound{id: r.First}, bound{id: r.Last}
+	for _, n := range slices.Concat(t.After, t.Before) {
+		if x, ok := a.tables[n]; ok && (x.Pipeline != t.Pipeline || x.Stage != t.Stage) {
+			return lo, hi, fmt.Errorf("%w: table %q (%s/%s) declares an order against table %q of plugin %q, which is in %s/%s; order binds tables of one stage only",
+				sdk.ErrInvalid, t.Name, t.Pipeline, t.Stage, n, x.Owner, x.Pipeline, x.Stage)
+		}
+	}
+	for _, x := range a.tables {
+		if x.Pipeline != t.Pipeline || x.Stage != t.Stage {
+			continue
+		}
+		after := slices.Contains(t.After, x.Name) || slices.Contains(x.Before, t.Name)
+		before := slices.Contains(t.Before, x.Name) || slices.Contains(x.After, t.Name)
+		if after && before {
+			return lo, hi, fmt.Errorf("%w: table %q must come both before and after table %q (plugin %q)", sdk.ErrConflict, t.Name, x.Name, x.Owner)
+		}
+		if after && x.ID+1 > lo.id {
+			lo = bound{id: x.ID + 1, by: x.Name}
+		}
+		if before {
+			if x.ID == r.First {
+				return lo, hi, fmt.Errorf("%w: table %q must come before table %q (plugin %q), which holds ID %d, the first of stage %s/%s; no ID is left before it",
+					sdk.ErrConflict, t.Name, x.Name, x.Owner, x.ID, t.Pipeline, t.Stage)
+			}
+			if x.ID-1 < hi.id {
+				hi = bound{id: x.ID - 1, by: x.Name}
+			}
+		}
+	}
+	if lo.id > hi.id {
+		return lo, hi, fmt.Errorf("%w: table %q must come %s, which contradict each other", sdk.ErrConflict, t.Name, orderText(lo, hi))
+	}
+	return lo, hi, nil
+}
+
+func orderText(lo, hi bound) string {
+	switch {
+	case lo.by != "" && hi.by != "":
+		return fmt.Sprintf("after table %q (ID %d) and before table %q (ID %d)", lo.by, lo.id-1, hi.by, hi.id+1)
+	case lo.by != "":
+		return fmt.Sprintf("after table %q (ID %d)", lo.by, lo.id-1)
+	default:
+		return fmt.Sprintf("before table %q (ID %d)", hi.by, hi.id+1)
+	}
 }
 
 // allocBits finds the first run of width free bits inside one register
@@ -328,6 +407,9 @@ func (a *Arbiter) Assignment(name string) (sdk.Assignment, bool) {
 		}
 	}
 	maps.Copy(out.Fields, p.Bits)
+	if g := a.grantsFor(name); len(g) > 0 {
+		out.Grants = g
+	}
 	return out, true
 }
 

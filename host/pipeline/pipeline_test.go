@@ -345,6 +345,20 @@ func TestResolve(t *testing.T) {
 			errText: []string{`plugin "b"`, `register field "mark"`, "did not request"},
 		},
 		{
+			name:    "output port written outside the switching stage",
+			owner:   "a",
+			flow:    flow.Flow{Table: "a.route", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.FieldTargetPort, 3)}},
+			wantErr: sdk.ErrNotOwner,
+			errText: []string{`plugin "a": flow in table "a.route" (stage Routing) writes well-known field "sdk.target_ofport", which only tables of stage Switching may write`},
+		},
+		{
+			name:    "packet source written outside the classifier",
+			owner:   "b",
+			flow:    flow.Flow{Table: "b.val", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceTunnel)}},
+			wantErr: sdk.ErrNotOwner,
+			errText: []string{`writes well-known field "sdk.pkt_source", which only tables of stage Classifier may write`},
+		},
+		{
 			name:    "field used with the wrong width",
 			owner:   "a",
 			flow:    flow.Flow{Table: "a.route", Priority: 1, Actions: []flow.Action{flow.LoadField(flow.Field{Name: "mark", Width: 4}, 1)}},
@@ -459,5 +473,162 @@ func TestCookie(t *testing.T) {
 	p, r, tag := SplitCookie(c)
 	if c != 0x0003_0007_dead_beef || p != 3 || r != 7 || tag != 0xdeadbeef {
 		t.Errorf("Cookie(3,7,0xdeadbeef) = %#x -> %d/%d/%#x", c, p, r, tag)
+	}
+}
+
+// Tables of one stage can be ordered by name; the host honours the order,
+// also against tables declared before or after, or refuses naming both.
+func TestTableOrder(t *testing.T) {
+	eg := func(name string, after, before []string) sdk.Table {
+		return sdk.Table{Name: name, Pipeline: flow.PipelineIP, Stage: flow.StageEgressSecurity, After: after, Before: before}
+	}
+	base := func(t *testing.T) *Arbiter {
+		a := New()
+		if _, err := a.Register("a", []sdk.Table{eg("x1", nil, nil), eg("x2", nil, nil), eg("x3", nil, nil)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		// x2 goes: ID 71 is free between x1 (70) and x3 (72).
+		if _, err := a.Register("a", []sdk.Table{eg("x1", nil, nil), eg("x3", nil, nil)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	cases := []struct {
+		name    string
+		tables  []sdk.Table
+		wantIDs map[string]uint8
+		wantErr error
+		errText string
+	}{
+		{"honoured: after, and between two", []sdk.Table{eg("w", []string{"x3"}, nil), eg("y", []string{"x1"}, []string{"x3"})},
+			map[string]uint8{"w": 73, "y": 71}, nil, ""},
+		{"no free ID between", []sdk.Table{eg("y", []string{"x1"}, []string{"x3"}), eg("z", []string{"x1"}, []string{"x3"})}, nil,
+			sdk.ErrConflict, `table "z" must come after table "x1" (ID 70) and before table "x3" (ID 72) in stage ip/EgressSecurity, but no free table ID lies there`},
+		{"before the first table of the stage", []sdk.Table{eg("y", nil, []string{"x1"})}, nil,
+			sdk.ErrConflict, `table "y" must come before table "x1" (plugin "a"), which holds ID 70, the first of stage ip/EgressSecurity`},
+		{"contradiction", []sdk.Table{eg("y", []string{"x3"}, []string{"x3"})}, nil,
+			sdk.ErrConflict, `table "y" must come both before and after table "x3" (plugin "a")`},
+		{"another stage", []sdk.Table{{Name: "v", Pipeline: flow.PipelineIP, Stage: flow.StageValidation, After: []string{"x1"}}}, nil,
+			sdk.ErrInvalid, `table "v" (ip/Validation) declares an order against table "x1" of plugin "a", which is in ip/EgressSecurity`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := base(t)
+			_, err := a.Register("b", tc.tables, nil)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
+					t.Fatalf("err = %v, want %v containing %q", err, tc.wantErr, tc.errText)
+				}
+				if _, ok := a.Plugin("b"); ok {
+					t.Errorf("refused plugin was registered")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, id := range tc.wantIDs {
+				if got, _ := a.Table(n); got.ID != id {
+					t.Errorf("table %s got ID %d, want %d", n, got.ID, id)
+				}
+			}
+		})
+	}
+
+	// A constraint on a table not loaded yet binds it when it loads.
+	a := New()
+	if _, err := a.Register("a", []sdk.Table{eg("x1", []string{"later"}, nil)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Register("b", []sdk.Table{eg("later", nil, nil)}, nil)
+	if want := `table "later" must come before table "x1" (plugin "a")`; !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Errorf("later table: err = %v, want ErrConflict containing %q", err, want)
+	}
+}
+
+// Ct zones, ct_mark bits and metadata bits are granted by name, published
+// like tables, survive a snapshot, and a flow using one not granted to its
+// plugin is refused with the plugin, the resource and the fix.
+func TestResources(t *testing.T) {
+	a := New()
+	ct := func(name string) []sdk.Table {
+		return []sdk.Table{{Name: name, Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState, Exported: true}}
+	}
+	if _, err := a.Register("a", ct("a.ct"), nil,
+		sdk.Resource{Kind: sdk.ResourceCTZone, Name: "a.zone"},
+		sdk.Resource{Kind: sdk.ResourceCTMark, Name: "a.mark", Width: 4, Exported: true},
+		sdk.Resource{Kind: sdk.ResourceMetadata, Name: "a.meta", Width: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register("b", ct("b.ct"), nil, sdk.Resource{Kind: sdk.ResourceCTZone, Name: "b.zone"}); err != nil {
+		t.Fatal(err)
+	}
+	asgA, _ := a.Assignment("a")
+	asgB, _ := a.Assignment("b")
+	wantB := map[string]sdk.Grant{
+		"b.zone": {Kind: sdk.ResourceCTZone, Owner: "b", Value: 2},
+		"a.mark": {Kind: sdk.ResourceCTMark, Owner: "a", Offset: 0, Width: 4},
+	}
+	if diff := cmp.Diff(wantB, asgB.Grants); diff != "" {
+		t.Errorf("b's grants (-want +got):\n%s", diff)
+	}
+	if g := asgA.Grants["a.meta"]; g.Kind != sdk.ResourceMetadata || g.Width != 8 || g.Offset != 0 {
+		t.Errorf("a.meta granted %+v", g)
+	}
+	cases := []struct {
+		name    string
+		owner   string
+		flow    flow.Flow
+		errText string // "" when allowed
+	}{
+		{"own zone", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 2})}}, ""},
+		{"default zone is shared", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true})}}, ""},
+		{"published ct_mark bits", "b", flow.Flow{Table: "b.ct", Priority: 1, Match: flow.Match{}.CTMark(1, 0xf)}, ""},
+		{"own metadata bits", "a", flow.Flow{Table: "a.ct", Priority: 1, Match: flow.Match{}.Metadata(1, 0xff)}, ""},
+		{"another plugin's zone", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 1})}},
+			`plugin "b": flow in table "b.ct" uses ct zone 1, which was not granted to it; request a ct_zone resource in Describe (sdk.Resource) and use Assignment.Grants[name].Value`},
+		{"zone match", "b", flow.Flow{Table: "b.ct", Priority: 1, Match: flow.Match{}.CTZone(7)}, `uses ct zone 7, which was not granted`},
+		{"private metadata bits", "b", flow.Flow{Table: "b.ct", Priority: 1, Match: flow.Match{}.Metadata(1, 0xff)}, `uses metadata bits 0xff, which was not granted`},
+		{"ct_mark bits beyond the grant", "b", flow.Flow{Table: "b.ct", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Mark: 0x10, MarkMask: 0x10})}},
+			`uses ct_mark bits 0x10, which was not granted`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.flow
+			_, err := a.Resolve(tc.owner, &f)
+			if tc.errText == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, sdk.ErrUnallocatedField) || !strings.Contains(err.Error(), tc.errText) {
+				t.Errorf("err = %v, want ErrUnallocatedField containing %q", err, tc.errText)
+			}
+		})
+	}
+	_, err := a.Register("c", nil, nil, sdk.Resource{Kind: sdk.ResourceCTZone, Name: "a.zone"})
+	if want := `resource "a.zone" is already granted to plugin "a"`; !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Errorf("name clash: err = %v, want ErrConflict containing %q", err, want)
+	}
+	for _, bad := range []struct {
+		res  []sdk.Resource
+		want string
+	}{
+		{[]sdk.Resource{{Kind: sdk.ResourceCTMark, Name: "d.mark"}}, `resource "d.mark": ct_mark width 0 must be 1-32`},
+		{[]sdk.Resource{{Kind: sdk.ResourceMetadata, Name: "d.meta", Width: 65}}, `resource "d.meta": metadata width 65 must be 1-64`},
+		{[]sdk.Resource{{Kind: sdk.ResourceCTZone}}, `a ct_zone resource has no name`},
+		{[]sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "d.z"}, {Kind: sdk.ResourceCTZone, Name: "d.z"}}, `resource "d.z" requested twice`},
+	} {
+		if _, err := a.Register("d", nil, nil, bad.res...); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("bad request %+v: err = %v, want ErrInvalid containing %q", bad.res, err, bad.want)
+		}
+	}
+	r, err := Restore(a.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a.Grants(), r.Grants()); diff != "" {
+		t.Errorf("grants after restore (-want +got):\n%s", diff)
 	}
 }

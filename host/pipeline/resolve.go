@@ -114,6 +114,12 @@ func (a *Arbiter) Resolve(owner string, f *flow.Flow) (*Resolved, error) {
 	if t.Owner != owner && !t.Exported {
 		return nil, fmt.Errorf("%w: plugin %q may not write into table %q (ID %d): it is private to plugin %q", sdk.ErrNotOwner, owner, t.Name, t.ID, t.Owner)
 	}
+	if err := checkWellKnownWrites(owner, t, f); err != nil {
+		return nil, err
+	}
+	if err := a.checkResources(owner, t, f); err != nil {
+		return nil, err
+	}
 	r := &Resolved{Owner: owner, Flow: f, TableID: t.ID, Cookie: Cookie(p.Prefix, p.Round, f.Tag), Goto: TableNone, Prefix: p.Prefix}
 	if err := a.resolveFields(p, r, f.Fields()); err != nil {
 		return nil, err
@@ -171,6 +177,37 @@ func (a *Arbiter) checkWritable(owner string, id uint8, what string) error {
 		if t.ID == id && t.Owner != owner && !t.Exported {
 			return fmt.Errorf("%w: plugin %q: %s target %q (ID %d) is private to plugin %q", sdk.ErrNotOwner, owner, what, t.Name, t.ID, t.Owner)
 		}
+	}
+	return nil
+}
+
+// wellKnownWriters says in which stage each well-known field may be
+// written: where a packet came from is decided by the classifier, where it
+// goes by the switching stage. Any table may read them. Without this rule
+// any plugin could redirect any packet anywhere.
+var wellKnownWriters = map[string]flow.Stage{
+	flow.FieldPacketSource.Name: flow.StageClassifier,
+	flow.FieldTargetPort.Name:   flow.StageSwitching,
+	flow.FieldOutputReady.Name:  flow.StageSwitching,
+}
+
+func checkWellKnownWrites(owner string, t *Table, f *flow.Flow) error {
+	for _, act := range f.Actions {
+		var dst flow.Field
+		switch x := act.(type) {
+		case *flow.ActLoad:
+			dst = x.Field
+		case *flow.ActMove:
+			dst, _ = x.To.Reg()
+		default:
+			continue
+		}
+		stage, ok := wellKnownWriters[dst.Name]
+		if !ok || t.Stage == stage {
+			continue
+		}
+		return fmt.Errorf("%w: plugin %q: flow in table %q (stage %s) writes well-known field %q, which only tables of stage %s may write; write it from a %s table (your own or an exported one), or jump to one",
+			sdk.ErrNotOwner, owner, t.Name, t.Stage, dst.Name, stage, stage)
 	}
 	return nil
 }

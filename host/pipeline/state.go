@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
@@ -26,6 +27,9 @@ type PluginState struct {
 	Bits   map[string]flow.Bits  `json:"bits,omitempty"`
 	// Unswept are rounds that may still have flows on the switch.
 	Unswept []uint16 `json:"unswept,omitempty"`
+	// Grants are its shared resources; Published those it published.
+	Grants    map[string]sdk.Grant `json:"grants,omitempty"`
+	Published []string             `json:"published,omitempty"`
 }
 
 // Snapshot returns the current state.
@@ -33,7 +37,8 @@ func (a *Arbiter) Snapshot() State {
 	var s State
 	for _, n := range a.PluginNames() {
 		p := a.plugins[n]
-		ps := PluginState{Name: n, Prefix: p.Prefix, Round: p.Round, Fields: maps.Clone(p.Fields), Bits: maps.Clone(p.Bits), Unswept: slices.Clone(p.Unswept)}
+		ps := PluginState{Name: n, Prefix: p.Prefix, Round: p.Round, Fields: maps.Clone(p.Fields), Bits: maps.Clone(p.Bits), Unswept: slices.Clone(p.Unswept),
+			Grants: maps.Clone(p.Grants), Published: slices.Clone(p.Published)}
 		for _, tn := range p.Tables {
 			ps.Tables = append(ps.Tables, *a.tables[tn])
 		}
@@ -85,6 +90,19 @@ func Restore(s State) (*Arbiter, error) {
 			p.Fields[n] = ps.Fields[n]
 			p.Bits[n] = b
 		}
+		for n, g := range ps.Grants {
+			if g.Owner != ps.Name {
+				return nil, fmt.Errorf("state: plugin %q: resource %q names owner %q", ps.Name, n, g.Owner)
+			}
+			for _, o := range a.plugins {
+				for on, og := range o.Grants {
+					if on == n || (og.Kind == g.Kind && (og.Mask()&g.Mask() != 0 || (g.Kind == sdk.ResourceCTZone && og.Value == g.Value))) {
+						return nil, fmt.Errorf("state: plugin %q: resource %q collides with %q of plugin %q", ps.Name, n, on, o.Name)
+					}
+				}
+			}
+		}
+		p.Grants, p.Published = maps.Clone(ps.Grants), slices.Clone(ps.Published)
 		a.plugins[ps.Name] = p
 	}
 	return a, nil

@@ -2,7 +2,9 @@ package cni
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,9 +92,59 @@ func BenchmarkCNI(b *testing.B) {
 	}
 	b.ReportMetric(float64(pct(sy.adds, 50))/float64(pct(bridge.adds, 50)), "add-p50-ratio")
 	b.ReportMetric(float64(pct(sy.dels, 50))/float64(pct(bridge.dels, 50)), "del-p50-ratio")
+	// Where an ADD's time goes: podnet's phases and the agent's whole
+	// handling (from the agent log), and the rest of the path (runtime →
+	// libcni → thin binary → gRPC) as the difference to the client's p50.
+	phases := addPhases(b, agentOf(b, n).Process.LogPath)
+	for _, name := range slices.Sorted(maps.Keys(phases)) {
+		b.ReportMetric(ms(pct(phases[name], 50)), "sy-"+name+"-p50-ms")
+	}
+	if agent := phases["agent"]; len(agent) > 0 {
+		b.ReportMetric(ms(pct(sy.adds, 50)-pct(agent, 50)), "sy-outside-agent-p50-ms")
+	}
 	b.ReportMetric(agentMB, "agent-rss-MB")
 	b.ReportMetric(pluginsMB, "plugins-rss-MB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// addPhases reads the agent log: per ADD, podnet's phases (ipam, veth,
+// ovs_port, flows, record, garp, each "podnet-<phase>") and the agent's
+// whole handling ("agent", the CNI server's "took").
+func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dur := func(v any) (time.Duration, bool) {
+		switch v := v.(type) {
+		case string:
+			d, err := time.ParseDuration(v)
+			return d, err == nil
+		case float64:
+			return time.Duration(v), true
+		}
+		return 0, false
+	}
+	out := map[string][]time.Duration{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.Contains(line, `"pod attached"`) {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		if d, ok := dur(m["took"]); ok {
+			out["agent"] = append(out["agent"], d)
+			continue
+		}
+		for _, ph := range []string{"ipam", "veth", "ovs_port", "flows", "record", "garp"} {
+			if d, ok := dur(m[ph]); ok {
+				out["podnet-"+ph] = append(out["podnet-"+ph], d)
+			}
+		}
+	}
+	return out
 }
 
 // benchEnv is one CNI network with its pod namespaces and measurements.

@@ -17,6 +17,9 @@ var bins struct {
 	cni, podnet, agent  string
 	agentErr, podnetErr error
 	cniErr              error
+	// beta is the noisy neighbour of the isolation benchmark.
+	beta    string
+	betaErr error
 }
 
 // build compiles pkg (relative to the repository root) into bins.dir.
@@ -45,6 +48,7 @@ func TestMain(m *testing.M) {
 	bins.cni, bins.cniErr = build(root, "cni/cmd/switchyard-cni", "switchyard-cni")
 	bins.podnet, bins.podnetErr = build(root, "plugins/podnet", "podnet")
 	bins.agent, bins.agentErr = build(root, "host/cmd/switchyard-agent", "switchyard-agent")
+	bins.beta, bins.betaErr = build(root, "plugins/testplugins/beta", "beta")
 	code := m.Run()
 	os.RemoveAll(bins.dir)
 	os.Exit(code)

@@ -40,7 +40,19 @@ var betaTables = []sdk.Table{
 // inProcessAgent runs the agent inside the benchmark process, so the direct
 // path (the host calling Apply itself) can be timed against the plugin path
 // (a real beta process submitting through the SDK) in the same run.
-func inProcessAgent(b *testing.B, n *node, plugins ...pluginEntry) (*agent.Agent, *config.Config) {
+func inProcessAgent(b testing.TB, n *node, plugins ...pluginEntry) (*agent.Agent, *config.Config) {
+	b.Helper()
+	a, cfg := newInProcessAgent(b, n, plugins...)
+	if err := a.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Stop)
+	return a, cfg
+}
+
+// newInProcessAgent builds an agent in the test process, connected to the
+// node's switch, not started.
+func newInProcessAgent(b testing.TB, n *node, plugins ...pluginEntry) (*agent.Agent, *config.Config) {
 	b.Helper()
 	n.writeConfig(plugins...)
 	cfg, err := config.Load(n.cfgPath, nil)
@@ -59,15 +71,11 @@ func inProcessAgent(b *testing.B, n *node, plugins ...pluginEntry) (*agent.Agent
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := a.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(a.Stop)
 	return a, cfg
 }
 
 func fillerPlugin(n *node) pluginEntry {
-	return pluginEntry{"beta", bins.beta, map[string]any{"flows": benchFlows, "batch": benchBatch}}
+	return pluginEntry{name: "beta", path: bins.beta, config: map[string]any{"flows": benchFlows, "batch": benchBatch}}
 }
 
 func switchFlowCount(b *testing.B, n *node) int {
@@ -231,7 +239,7 @@ func BenchmarkResync100k(b *testing.B) {
 // agent-RSS-MiB.
 func BenchmarkAgentRSSIdle(b *testing.B) {
 	n := newNode(b)
-	n.writeConfig(pluginEntry{"beta", bins.beta, map[string]any{}})
+	n.writeConfig(pluginEntry{name: "beta", path: bins.beta, config: map[string]any{}})
 	n.startAgent("beta")
 	var kb int
 	for range b.N {

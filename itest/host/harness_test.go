@@ -115,6 +115,7 @@ const puntIP = "10.0.0.99"
 type pluginEntry struct {
 	name, path string
 	config     map[string]any
+	args       []string
 }
 
 func (n *node) portsConfig() []map[string]any {
@@ -126,7 +127,7 @@ func (n *node) portsConfig() []map[string]any {
 }
 
 func (n *node) alpha() pluginEntry {
-	return pluginEntry{"alpha", bins.alpha, map[string]any{"ports": n.portsConfig(), "punt": puntIP}}
+	return pluginEntry{name: "alpha", path: bins.alpha, config: map[string]any{"ports": n.portsConfig(), "punt": puntIP}}
 }
 
 func (n *node) beta(extra map[string]any) pluginEntry {
@@ -134,7 +135,7 @@ func (n *node) beta(extra map[string]any) pluginEntry {
 	for k, v := range extra {
 		c[k] = v
 	}
-	return pluginEntry{"beta", bins.beta, c}
+	return pluginEntry{name: "beta", path: bins.beta, config: c}
 }
 
 // writeConfig writes the agent config enabling plugins in order.
@@ -152,6 +153,10 @@ func (n *node) writeConfig(plugins ...pluginEntry) {
 		}
 		// JSON is YAML: the section keeps its key case.
 		fmt.Fprintf(&b, "  - name: %s\n    path: %s\n    config: %s\n", p.name, p.path, cfg)
+		if len(p.args) > 0 {
+			args, _ := json.Marshal(p.args)
+			fmt.Fprintf(&b, "    args: %s\n", args)
+		}
 	}
 	if err := os.WriteFile(n.cfgPath, []byte(b.String()), 0o644); err != nil {
 		n.t.Fatal(err)

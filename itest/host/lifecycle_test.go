@@ -302,7 +302,7 @@ func TestHostLifecycle(t *testing.T) {
 	})
 
 	t.Run("hot-load a third plugin: its table lands in its stage", func(t *testing.T) {
-		tmpl := pluginEntry{"template", bins.template, map[string]any{"blockTCPPorts": []int{23}}}
+		tmpl := pluginEntry{name: "template", path: bins.template, config: map[string]any{"blockTCPPorts": []int{23}}}
 		n.writeConfig(n.alpha(), n.beta(nil), tmpl)
 		if err := syscall.Kill(n.agent.Pid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
@@ -329,7 +329,7 @@ func TestHostLifecycle(t *testing.T) {
 	})
 
 	t.Run("unload a plugin: its flows and tables are removed and jumps re-pointed", func(t *testing.T) {
-		tmpl := pluginEntry{"template", bins.template, map[string]any{"blockTCPPorts": []int{23}}}
+		tmpl := pluginEntry{name: "template", path: bins.template, config: map[string]any{"blockTCPPorts": []int{23}}}
 		prefix := n.plugins()["beta"].Prefix
 		n.writeConfig(n.alpha(), tmpl)
 		if err := syscall.Kill(n.agent.Pid(), syscall.SIGHUP); err != nil {

@@ -43,13 +43,16 @@ func TestGroupsMetersAndRefusals(t *testing.T) {
 	}
 	defer a.Stop()
 	mark := flow.Field{Name: "mark", Width: 8}
-	if _, err := a.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: []flow.Field{mark}, Tables: []sdk.Table{
-		{Name: "l.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
-		{Name: "l.ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
-		{Name: "l.out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
-	}}); err != nil {
+	asg, err := a.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: []flow.Field{mark},
+		Resources: []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "local.zone"}}, Tables: []sdk.Table{
+			{Name: "l.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
+			{Name: "l.ct", Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState},
+			{Name: "l.out", Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
+		}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	zone := uint16(asg.Grants["local.zone"].Value) // the first zone granted: 1
 	lim := cfg.Limits
 	b := flow.NewBatch().
 		AddMeter(flow.Meter{ID: 1, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 1000, Burst: 100}}}).
@@ -59,9 +62,9 @@ func TestGroupsMetersAndRefusals(t *testing.T) {
 			flow.Flow{Table: "l.class", Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(netip.MustParseAddr("10.0.0.9")),
 				Actions: []flow.Action{flow.ApplyMeter(1), flow.LoadField(mark, 3)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageConntrackState)},
 			flow.Flow{Table: "l.ct", Priority: 10, Match: flow.Match{}.IPv4().Field(mark, 3),
-				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: 7, Resume: flow.NextTable()})}},
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: zone, Resume: flow.NextTable()})}},
 			flow.Flow{Table: "l.out", Priority: 10, Match: flow.Match{}.IPv4().CTState(flow.CTTracked|flow.CTNew, flow.CTTracked|flow.CTNew),
-				Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: 7}), flow.ApplyGroup(5)}},
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: zone}), flow.ApplyGroup(5)}},
 		)
 	if err := a.Apply(ctx, "local", b, lim); err != nil {
 		t.Fatal(err)
@@ -76,8 +79,8 @@ func TestGroupsMetersAndRefusals(t *testing.T) {
 	flows := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int")
 	for _, want := range []string{
 		"priority=10,ip,nw_dst=10.0.0.9 actions=meter:1025,set_field:0x60/0x1fe0->reg0,goto_table:40",
-		"table=40, priority=10,ip,reg0=0x60/0x1fe0 actions=ct(table=200,zone=7)",
-		"table=200, priority=10,ct_state=+new+trk,ip actions=ct(commit,zone=7),group:16777221",
+		"table=40, priority=10,ip,reg0=0x60/0x1fe0 actions=ct(table=200,zone=1)",
+		"table=200, priority=10,ct_state=+new+trk,ip actions=ct(commit,zone=1),group:16777221",
 	} {
 		if !strings.Contains(flows, want) {
 			t.Errorf("switch lacks %q:\n%s", want, flows)

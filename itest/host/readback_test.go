@@ -107,7 +107,7 @@ func (n *node) ownFlowsOnSwitch(prefix uint16, tag uint32) (all, tagged int, lin
 func TestSDKReadBackOverPluginProcess(t *testing.T) {
 	n := newNode(t)
 	sock := filepath.Join(n.dir, "gamma.sock")
-	n.writeConfig(pluginEntry{"gamma", bins.gamma, map[string]any{"ports": n.portsConfig(), "control": sock}})
+	n.writeConfig(pluginEntry{"gamma", bins.gamma, map[string]any{"ports": n.portsConfig(), "control": sock}, nil})
 	n.startAgent("gamma")
 	g := gammaClient{t: t, sock: sock}
 	prefix := n.plugins()["gamma"].Prefix

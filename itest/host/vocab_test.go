@@ -92,7 +92,7 @@ func TestVocabularyOnLiveSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	if _, err := a.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: flowtest.Fields(), Tables: []sdk.Table{
+	if _, err := a.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: flowtest.Fields(), Resources: flowtest.Resources(), Tables: []sdk.Table{
 		{Name: "v.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
 		{Name: "v.next", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
 	}}); err != nil {

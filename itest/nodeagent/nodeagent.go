@@ -2,9 +2,12 @@ package nodeagent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +40,9 @@ type Options struct {
 	// MaxFlows, if set, limits every enabled plugin's flows (failure
 	// injection: the host refuses the batch that would cross it).
 	MaxFlows int
+	// Config adds keys to a plugin's config section, by plugin name; each
+	// value is written as JSON (which YAML reads).
+	Config map[string]map[string]any
 }
 
 // Agent is a running switchyard-agent.
@@ -91,6 +97,13 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 			fmt.Fprintf(&b, "  limits:\n    maxFlows: %d\n", o.MaxFlows)
 		}
 		fmt.Fprintf(&b, "  config:\n    stateDir: %s\n", filepath.Join(n.Dir, name))
+		for _, k := range slices.Sorted(maps.Keys(o.Config[name])) {
+			v, err := json.Marshal(o.Config[name][k])
+			if err != nil {
+				t.Fatalf("plugin %s config %s: %v", name, k, err)
+			}
+			fmt.Fprintf(&b, "    %s: %s\n", k, v)
+		}
 	}
 	a.ConfigPath = filepath.Join(a.Dir, "agent.yaml")
 	if err := os.WriteFile(a.ConfigPath, []byte(b.String()), 0o644); err != nil {

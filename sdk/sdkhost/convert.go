@@ -23,6 +23,12 @@ func toPBAssignment(a sdk.Assignment) *pb.Assignment {
 	for k, v := range a.Fields {
 		out.Fields[k] = toproto.Bits(v)
 	}
+	if len(a.Grants) > 0 {
+		out.Grants = map[string]*pb.Grant{}
+	}
+	for k, g := range a.Grants {
+		out.Grants[k] = &pb.Grant{Kind: uint32(g.Kind), Owner: g.Owner, Value: g.Value, Offset: uint32(g.Offset), Width: uint32(g.Width)}
+	}
 	return out
 }
 
@@ -66,7 +72,8 @@ func toPBPort(p sdk.Port) *pb.Port {
 }
 
 func fromPBTable(t *pb.Table) (sdk.Table, error) {
-	out := sdk.Table{Name: t.GetName(), Pipeline: flow.Pipeline(t.GetPipeline()), Stage: flow.Stage(t.GetStage()), Miss: sdk.MissAction(t.GetMiss()), Exported: t.GetExported()}
+	out := sdk.Table{Name: t.GetName(), Pipeline: flow.Pipeline(t.GetPipeline()), Stage: flow.Stage(t.GetStage()), Miss: sdk.MissAction(t.GetMiss()), Exported: t.GetExported(),
+		After: t.GetAfter(), Before: t.GetBefore()}
 	if t.GetPipeline() > 255 || !out.Pipeline.Valid() {
 		return out, fmt.Errorf("table %q: unknown pipeline %d", t.GetName(), t.GetPipeline())
 	}
@@ -90,6 +97,12 @@ func fromPBDescribeResponse(r *pb.DescribeResponse) (*sdk.DescribeResponse, []sd
 	}
 	for _, f := range r.GetFields() {
 		out.Fields = append(out.Fields, fromproto.Field(f))
+	}
+	for _, rs := range r.GetResources() {
+		if rs.GetKind() == 0 || rs.GetKind() > uint32(sdk.ResourceMetadata) || rs.GetWidth() > 64 {
+			return nil, nil, fmt.Errorf("resource %q: unknown kind %d or width %d over 64", rs.GetName(), rs.GetKind(), rs.GetWidth())
+		}
+		out.Resources = append(out.Resources, sdk.Resource{Kind: sdk.ResourceKind(rs.GetKind()), Name: rs.GetName(), Width: uint8(rs.GetWidth()), Exported: rs.GetExported()})
 	}
 	var caps []sdk.Capability
 	for _, c := range r.GetCapabilities() {

@@ -88,11 +88,20 @@ func Launch(cfg Config) (*Plugin, error) {
 	return &Plugin{name: cfg.Name, client: client, rpc: rpc, wc: raw.(*wire.Client), version: client.NegotiatedVersion()}, nil
 }
 
+// Attach wraps a plugin served in this process over a real gRPC connection
+// (see sdk/sdktest); its arguments are internal to the SDK module.
+func Attach(name string, rpc plugin.ClientProtocol, wc *wire.Client) *Plugin {
+	return &Plugin{name: name, rpc: rpc, wc: wc, version: sdk.APIVersion}
+}
+
 // Version is the negotiated API version.
 func (p *Plugin) Version() int { return p.version }
 
 // Pid is the plugin's process ID (0 if unknown).
 func (p *Plugin) Pid() int {
+	if p.client == nil {
+		return 0
+	}
 	if rc := p.client.ReattachConfig(); rc != nil {
 		return rc.Pid
 	}
@@ -103,11 +112,13 @@ func (p *Plugin) Pid() int {
 func (p *Plugin) Ping() error { return p.rpc.Ping() }
 
 // Exited reports whether the process has exited.
-func (p *Plugin) Exited() bool { return p.client.Exited() }
+func (p *Plugin) Exited() bool { return p.client != nil && p.client.Exited() }
 
 // Kill stops the process (graceful first, then forced) and the host service.
 func (p *Plugin) Kill() {
-	p.client.Kill()
+	if p.client != nil {
+		p.client.Kill()
+	}
 	p.mu.Lock()
 	if p.server != nil {
 		p.server.Stop()
@@ -116,11 +127,22 @@ func (p *Plugin) Kill() {
 	p.mu.Unlock()
 }
 
-func fromStatus(err error) error { return wire.FromStatus(err, sdk.Sentinels()) }
+func fromStatus(err error) error {
+	if code, msg, details, ok := wire.CNIFromStatus(err); ok {
+		return &sdk.CNIError{Code: code, Msg: msg, Details: details}
+	}
+	return wire.FromStatus(err, sdk.Sentinels())
+}
 
 // Describe asks the plugin what it is and needs.
 func (p *Plugin) Describe(ctx context.Context) (*sdk.DescribeResponse, []sdk.Capability, error) {
-	r, err := p.wc.Feature.Describe(ctx, &pb.DescribeRequest{})
+	return p.DescribeWith(ctx, sdk.DescribeRequest{})
+}
+
+// DescribeWith is Describe with the request's details (the plugin's
+// config).
+func (p *Plugin) DescribeWith(ctx context.Context, req sdk.DescribeRequest) (*sdk.DescribeResponse, []sdk.Capability, error) {
+	r, err := p.wc.Feature.Describe(ctx, &pb.DescribeRequest{Config: req.Config})
 	if err != nil {
 		return nil, nil, fromStatus(err)
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"switchyard.dev/switchyard/cni/cnierr"
 	"switchyard.dev/switchyard/cni/netconf"
+	"switchyard.dev/switchyard/plugins/podnet/cnicode"
 	"switchyard.dev/switchyard/plugins/podnet/flows"
 	"switchyard.dev/switchyard/plugins/podnet/ipam"
 	"switchyard.dev/switchyard/plugins/podnet/veth"
@@ -51,7 +51,10 @@ const (
 
 // Podnet implements sdk.Feature and sdk.CNIHandler.
 type Podnet struct {
-	mu   sync.Mutex // guards the fields set by Start
+	// mu guards the fields set by Start. The host calls CNI and event
+	// methods only after Start returned, so they need no "started yet?"
+	// check.
+	mu   sync.Mutex
 	host sdk.Host
 	log  *slog.Logger
 	cfg  Config
@@ -273,15 +276,6 @@ func configureGateway(name string, mac net.HardwareAddr, cidrs []netip.Prefix, g
 	return nil
 }
 
-func (p *Podnet) started() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.host == nil {
-		return cnierr.New(11, "podnet is still starting", "the runtime will retry")
-	}
-	return nil
-}
-
 // podMTU picks the MTU: the network config's, else podnet's config or the
 // node's.
 func (p *Podnet) podMTU(conf []byte) int {
@@ -294,15 +288,11 @@ func (p *Podnet) podMTU(conf []byte) int {
 // CNIAdd wires a pod: addresses, veth, OVS port, flows, record. Each step
 // is undone if a later one fails.
 func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) (err error) {
-	if err := p.started(); err != nil {
-		return err
-	}
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
 	if r, ok := p.st.get(a.ContainerID + "/" + a.IfName); ok {
-		return cnierr.New(cnierr.AlreadyAttached, fmt.Sprintf("container %s already has %s attached (IPs %v)", a.ContainerID, a.IfName, r.IPs),
-			"CNI forbids a second ADD without a DEL in between")
+		return &sdk.CNIError{Code: cnicode.AlreadyAttached, Msg: fmt.Sprintf("container %s already has %s attached (IPs %v)", a.ContainerID, a.IfName, r.IPs), Details: "CNI forbids a second ADD without a DEL in between"}
 	}
 	hostIf := HostIfName(a.ContainerID, a.IfName)
 	var undo []func()
@@ -341,8 +331,7 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		NoTxChecksum: p.noTxCsum}
 	phase("ipam")
 	if _, err := veth.Setup(vc); err != nil {
-		return cnierr.New(cnierr.Interface, fmt.Sprintf("creating the pod interface: %v", err),
-			"check that the pod's network namespace is usable and no stale interface holds the name")
+		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface: %v", err), Details: "check that the pod's network namespace is usable and no stale interface holds the name"}
 	}
 	phase("veth")
 	undo = append(undo, func() {
@@ -361,14 +350,13 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	port, err := p.host.CreatePort(ctx, sdk.PortRequest{Name: hostIf, ExternalIDs: map[string]string{
 		"switchyard.dev/pod": a.PodNamespace + "/" + a.PodName, "switchyard.dev/container": a.ContainerID}})
 	if err != nil {
-		return cnierr.New(cnierr.Switch, fmt.Sprintf("creating OVS port %s: %v", hostIf, err), "check that ovs-vswitchd is running on the node")
+		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("creating OVS port %s: %v", hostIf, err), Details: "check that ovs-vswitchd is running on the node"}
 	}
 	phase("ovs_port")
 	ep := flows.Endpoint{OFPort: port.OFPort, MAC: mac, IPs: ips}
 	podFlows := flows.PodFlows(p.gw, ep)
 	if err := p.host.Apply(ctx, flow.NewBatch().AddFlows(podFlows...)); err != nil {
-		return cnierr.New(cnierr.Switch, fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, port.OFPort, err),
-			"see the agent log for the refused flow")
+		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "see the agent log for the refused flow"}
 	}
 	phase("flows")
 	undo = append(undo, func() {
@@ -411,9 +399,6 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 // CNIDel unwires a pod. It works from podnet's record when there is one
 // and from derived names otherwise, and succeeds when nothing is left.
 func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDelResponse) error {
-	if err := p.started(); err != nil {
-		return err
-	}
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
@@ -464,14 +449,10 @@ func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 // CNICheck verifies the interface, addresses, routes, OVS port and IPAM
 // allocation, and lists everything that is missing.
 func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.CNICheckResponse) error {
-	if err := p.started(); err != nil {
-		return err
-	}
 	a := req.Args
 	rec, ok := p.st.get(a.ContainerID + "/" + a.IfName)
 	if !ok {
-		return cnierr.New(cnierr.CheckFailed, fmt.Sprintf("podnet has no record of %s in container %s", a.IfName, a.ContainerID),
-			"DEL and ADD the sandbox again")
+		return &sdk.CNIError{Code: cnicode.CheckFailed, Msg: fmt.Sprintf("podnet has no record of %s in container %s", a.IfName, a.ContainerID), Details: "DEL and ADD the sandbox again"}
 	}
 	mac, _ := net.ParseMAC(rec.MAC)
 	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: rec.HostIfName, MTU: rec.MTU,
@@ -501,8 +482,7 @@ func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.C
 	}
 	problems = append(problems, p.checkFlowsOnSwitch(ctx, rec.OFPort, want)...)
 	if len(problems) > 0 {
-		return cnierr.New(cnierr.CheckFailed, fmt.Sprintf("pod %s/%s is not wired correctly: %s", a.PodNamespace, a.PodName, strings.Join(problems, "; ")),
-			"DEL and ADD the sandbox again to repair it")
+		return &sdk.CNIError{Code: cnicode.CheckFailed, Msg: fmt.Sprintf("pod %s/%s is not wired correctly: %s", a.PodNamespace, a.PodName, strings.Join(problems, "; ")), Details: "DEL and ADD the sandbox again to repair it"}
 	}
 	return nil
 }

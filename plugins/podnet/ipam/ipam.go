@@ -14,7 +14,8 @@ import (
 	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/disk"
 
-	"switchyard.dev/switchyard/cni/cnierr"
+	"switchyard.dev/switchyard/plugins/podnet/cnicode"
+	"switchyard.dev/switchyard/sdk"
 )
 
 // Lease is one address given to a pod.
@@ -98,9 +99,7 @@ func (a *Allocator) Allocate(k Key) ([]Lease, error) {
 				err = errors.Join(err, fmt.Errorf("releasing partial allocation: %w", rerr))
 			}
 			if strings.Contains(err.Error(), "no IP addresses available") {
-				return nil, cnierr.New(cnierr.IPAMExhausted,
-					fmt.Sprintf("pod CIDR %s of this node is exhausted", a.cidrs[i]),
-					"no address is free for a new pod; delete unused pods or give the node a larger pod CIDR")
+				return nil, &sdk.CNIError{Code: cnicode.IPAMExhausted, Msg: fmt.Sprintf("pod CIDR %s of this node is exhausted", a.cidrs[i]), Details: "no address is free for a new pod; delete unused pods or give the node a larger pod CIDR"}
 			}
 			return nil, fmt.Errorf("ipam: allocating from %s for %s/%s: %w", a.cidrs[i], k.ContainerID, k.IfName, err)
 		}

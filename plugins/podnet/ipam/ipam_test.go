@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -9,7 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"switchyard.dev/switchyard/cni/cnierr"
+	"switchyard.dev/switchyard/plugins/podnet/cnicode"
+	"switchyard.dev/switchyard/sdk"
 )
 
 var cmpNet = cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})
@@ -78,8 +80,8 @@ func TestExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := a.Allocate(Key{"c2", "eth0"})
-	e, ok := cnierr.From(err)
-	if !ok || e.Code != cnierr.IPAMExhausted {
+	var e *sdk.CNIError
+	if ok := errors.As(err, &e); !ok || e.Code != cnicode.IPAMExhausted {
 		t.Fatalf("err = %v, want IPAM exhausted", err)
 	}
 	if held := a.Get(Key{"c2", "eth0"}); len(held) != 0 {

@@ -3,7 +3,8 @@
 // write into another plugin's private table and logs the refusal; with
 // probe set it installs one flow unique to this incarnation, so a test can
 // watch the previous incarnation's copy get swept. With flows set it
-// installs that many filler flows (benchmarks).
+// installs that many filler flows (benchmarks); with churn set it rewrites
+// that many flows, batch after batch (the isolation benchmark).
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"switchyard.dev/switchyard/plugins/testplugins/internal/tpconf"
@@ -19,14 +21,17 @@ import (
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
-type beta struct{}
+type beta struct {
+	started  atomic.Bool
+	eventLog atomic.Pointer[string]
+}
 
 const (
 	tGuard   = "beta.guard"
 	tIngress = "beta.ingress"
 )
 
-func (beta) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+func (*beta) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "beta", "1.0.0"
 	r.Tables = []sdk.Table{
 		{Name: tGuard, Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissNext},
@@ -41,12 +46,29 @@ func FillerFlow(i int) flow.Flow {
 	return flow.Flow{Table: tIngress, Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(a), Actions: []flow.Action{flow.Output(uint32(1 + i%8))}}
 }
 
-func (beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+func (bt *beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) (err error) {
+	defer func() { bt.started.Store(err == nil) }()
 	cfg, err := tpconf.Parse(req.Config)
 	if err != nil {
 		return err
 	}
+	bt.eventLog.Store(&cfg.EventLog)
+	if cfg.StartBlock != "" {
+		if err := os.WriteFile(cfg.StartBlock+".entered", nil, 0o644); err != nil {
+			return err
+		}
+		for _, err := os.Stat(cfg.StartBlock); err == nil; _, err = os.Stat(cfg.StartBlock) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	h := req.Host
+	if cfg.Churn > 0 {
+		if err := h.Synced(ctx); err != nil {
+			return err
+		}
+		go churn(h, cfg.Churn, cfg.ChurnFile)
+		return nil
+	}
 	b := flow.NewBatch()
 	for _, p := range cfg.Ports {
 		port, err := h.Port(ctx, p.Name)
@@ -121,4 +143,110 @@ func fill(ctx context.Context, h sdk.Host, n, batch int) error {
 	return nil
 }
 
-func main() { sdk.Serve(beta{}) }
+// PodInterfaceEvent logs the event, and whether Start had returned when it
+// came, to the configured event log.
+func (bt *beta) PodInterfaceEvent(_ context.Context, req sdk.PodInterfaceEventRequest, _ *sdk.PodInterfaceEventResponse) error {
+	path := bt.eventLog.Load()
+	if path == nil || *path == "" {
+		return nil
+	}
+	phase := "during-start"
+	if bt.started.Load() {
+		phase = "after-start"
+	}
+	f, err := os.OpenFile(*path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%d %s %d %s\n", os.Getpid(), phase, req.Kind, req.Interface.ContainerID)
+	return err
+}
+
+// bare is beta run with -name NAME: a plugin with no tables. With -cni it
+// claims the CNI capability (a node takes one CNI plugin; tests load two);
+// with -describe-error its Describe fails.
+type bare struct {
+	name          string
+	describeError bool
+}
+
+func (c bare) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
+	if c.describeError {
+		return fmt.Errorf("%w: plugin %s was told to refuse to describe itself", sdk.ErrInvalid, c.name)
+	}
+	r.Name, r.Version = c.name, "1.0.0"
+	return nil
+}
+
+func (bare) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+	return req.Host.Synced(ctx)
+}
+
+type cniOnly struct{ bare }
+
+func (cniOnly) CNIAdd(context.Context, sdk.CNIAddRequest, *sdk.CNIAddResponse) error {
+	return errors.New("cniOnly wires no pods")
+}
+func (cniOnly) CNIDel(context.Context, sdk.CNIDelRequest, *sdk.CNIDelResponse) error { return nil }
+func (cniOnly) CNICheck(context.Context, sdk.CNICheckRequest, *sdk.CNICheckResponse) error {
+	return nil
+}
+
+// churn re-applies n flows in one batch, back to back, while file exists;
+// each batch moves every flow to another output port, so each one really
+// rewrites n flows on the switch. It runs until the process ends.
+func churn(h sdk.Host, n int, file string) {
+	ctx := context.Background()
+	batches, idle := 0, false
+	for gen := 0; ; gen++ {
+		if _, err := os.Stat(file); err != nil {
+			if !idle {
+				_ = os.WriteFile(file+".idle", nil, 0o644)
+				idle = true
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		idle = false
+		b := flow.NewBatch()
+		for i := range n {
+			f := FillerFlow(i)
+			f.Actions = []flow.Action{flow.Output(uint32(1 + (i+gen)%8))}
+			b.AddFlows(f)
+		}
+		if err := h.Apply(ctx, b); err != nil {
+			h.Logger().Error("churn batch refused", "error", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		batches++
+		_ = os.WriteFile(file+".n", []byte(fmt.Sprint(batches)), 0o644)
+	}
+}
+
+func main() {
+	var b bare
+	cni := false
+	for i := 1; i < len(os.Args); i++ {
+		switch os.Args[i] {
+		case "-name":
+			if i+1 < len(os.Args) {
+				b.name = os.Args[i+1]
+				i++
+			}
+		case "-cni":
+			cni = true
+		case "-describe-error":
+			b.describeError = true
+		}
+	}
+	switch {
+	case b.name == "":
+		sdk.Serve(&beta{})
+	case cni:
+		sdk.Serve(cniOnly{b})
+	default:
+		sdk.Serve(b)
+	}
+}

@@ -1,9 +1,11 @@
 package flowtest
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 
+	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
@@ -17,6 +19,19 @@ var (
 
 // Fields lists the register fields the samples use.
 func Fields() []flow.Field { return []flow.Field{Mark, Mark2, Port, Addr} }
+
+// Resources are the shared resources the samples use, for a plugin that
+// registers first on a fresh host: ct zones 1 to 8 (the samples use 5 and
+// 7), all 32 bits of ct_mark and all 64 bits of metadata.
+func Resources() []sdk.Resource {
+	var rs []sdk.Resource
+	for i := range 8 {
+		rs = append(rs, sdk.Resource{Kind: sdk.ResourceCTZone, Name: fmt.Sprintf("flowtest.zone%d", i+1)})
+	}
+	return append(rs,
+		sdk.Resource{Kind: sdk.ResourceCTMark, Name: "flowtest.ct_mark", Width: 32},
+		sdk.Resource{Kind: sdk.ResourceMetadata, Name: "flowtest.metadata", Width: 64})
+}
 
 // Named is a sample with a name for subtests.
 type Named struct {

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -81,4 +82,39 @@ func FromStatus(err error, sentinels map[string]error) error {
 		return &remoteError{msg: st.Message(), sentinel: context.DeadlineExceeded}
 	}
 	return &remoteError{msg: st.Message()}
+}
+
+// cniReason is the ErrorInfo reason of a structured CNI error; its
+// metadata holds code, msg and details.
+const cniReason = "CNI_ERROR"
+
+// CNIStatus is the status for a CNI error result: text is the full error
+// text (for logs), the fields go in an ErrorInfo detail.
+func CNIStatus(text string, code uint, msg, details string) error {
+	st := status.New(codes.FailedPrecondition, text)
+	d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: cniReason, Domain: ErrorDomain,
+		Metadata: map[string]string{"code": strconv.FormatUint(uint64(code), 10), "msg": msg, "details": details}})
+	if err != nil {
+		return st.Err()
+	}
+	return d.Err()
+}
+
+// CNIFromStatus finds a CNI error result in a status error.
+func CNIFromStatus(err error) (code uint, msg, details string, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus {
+		return 0, "", "", false
+	}
+	for _, d := range st.Details() {
+		if info, is := d.(*errdetails.ErrorInfo); is && info.GetDomain() == ErrorDomain && info.GetReason() == cniReason {
+			m := info.GetMetadata()
+			c, perr := strconv.ParseUint(m["code"], 10, 32)
+			if perr != nil {
+				return 0, "", "", false
+			}
+			return uint(c), m["msg"], m["details"], true
+		}
+	}
+	return 0, "", "", false
 }

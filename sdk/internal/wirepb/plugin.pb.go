@@ -165,7 +165,9 @@ func (*Empty) Descriptor() ([]byte, []int) {
 }
 
 type DescribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's config section (JSON), as Start receives it.
+	Config        []byte `protobuf:"bytes,40,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +200,13 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DescribeRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
 }
 
 type Field struct {
@@ -253,12 +262,16 @@ func (x *Field) GetWidth() uint32 {
 }
 
 type Table struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Pipeline      uint32                 `protobuf:"varint,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
-	Stage         uint32                 `protobuf:"varint,3,opt,name=stage,proto3" json:"stage,omitempty"`
-	Miss          uint32                 `protobuf:"varint,4,opt,name=miss,proto3" json:"miss,omitempty"`
-	Exported      bool                   `protobuf:"varint,5,opt,name=exported,proto3" json:"exported,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Pipeline uint32                 `protobuf:"varint,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stage    uint32                 `protobuf:"varint,3,opt,name=stage,proto3" json:"stage,omitempty"`
+	Miss     uint32                 `protobuf:"varint,4,opt,name=miss,proto3" json:"miss,omitempty"`
+	Exported bool                   `protobuf:"varint,5,opt,name=exported,proto3" json:"exported,omitempty"`
+	// Tables of the same pipeline and stage this one must come after /
+	// before.
+	After         []string `protobuf:"bytes,40,rep,name=after,proto3" json:"after,omitempty"`
+	Before        []string `protobuf:"bytes,41,rep,name=before,proto3" json:"before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,12 +341,27 @@ func (x *Table) GetExported() bool {
 	return false
 }
 
+func (x *Table) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *Table) GetBefore() []string {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
 type DescribeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Tables        []*Table               `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
 	Fields        []*Field               `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	Resources     []*Resource            `protobuf:"bytes,40,rep,name=resources,proto3" json:"resources,omitempty"`
 	Capabilities  []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -393,6 +421,13 @@ func (x *DescribeResponse) GetTables() []*Table {
 func (x *DescribeResponse) GetFields() []*Field {
 	if x != nil {
 		return x.Fields
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
 	}
 	return nil
 }
@@ -465,11 +500,13 @@ func (x *Bits) GetWidth() uint32 {
 }
 
 type Assignment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tables        map[string]uint32      `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Fields        map[string]*Bits       `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CookiePrefix  uint32                 `protobuf:"varint,3,opt,name=cookie_prefix,json=cookiePrefix,proto3" json:"cookie_prefix,omitempty"`
-	Round         uint32                 `protobuf:"varint,4,opt,name=round,proto3" json:"round,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Tables       map[string]uint32      `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Fields       map[string]*Bits       `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CookiePrefix uint32                 `protobuf:"varint,3,opt,name=cookie_prefix,json=cookiePrefix,proto3" json:"cookie_prefix,omitempty"`
+	Round        uint32                 `protobuf:"varint,4,opt,name=round,proto3" json:"round,omitempty"`
+	// Shared resources granted to the plugin or published to it, by name.
+	Grants        map[string]*Grant `protobuf:"bytes,40,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -530,6 +567,13 @@ func (x *Assignment) GetRound() uint32 {
 		return x.Round
 	}
 	return 0
+}
+
+func (x *Assignment) GetGrants() map[string]*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
 }
 
 type StartRequest struct {
@@ -3763,44 +3807,198 @@ func (x *MeterStatsResponse) GetMeters() []*MeterStat {
 	return nil
 }
 
+// A shared switch resource a plugin requests in Describe.
+type Resource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Width         uint32                 `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	Exported      bool                   `protobuf:"varint,4,opt,name=exported,proto3" json:"exported,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_plugin_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Resource) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Resource) GetExported() bool {
+	if x != nil {
+		return x.Exported
+	}
+	return false
+}
+
+// A resource the host granted: a value (ct zone) or bits (offset, width).
+type Grant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Value         uint32                 `protobuf:"varint,3,opt,name=value,proto3" json:"value,omitempty"`
+	Offset        uint32                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Width         uint32                 `protobuf:"varint,5,opt,name=width,proto3" json:"width,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_plugin_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *Grant) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Grant) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Grant) GetValue() uint32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Grant) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Grant) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\fplugin.proto\x12\x14switchyard.plugin.v1\"\a\n" +
-	"\x05Empty\"\x11\n" +
-	"\x0fDescribeRequest\"1\n" +
+	"\x05Empty\")\n" +
+	"\x0fDescribeRequest\x12\x16\n" +
+	"\x06config\x18( \x01(\fR\x06config\"1\n" +
 	"\x05Field\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05width\x18\x02 \x01(\rR\x05width\"}\n" +
+	"\x05width\x18\x02 \x01(\rR\x05width\"\xab\x01\n" +
 	"\x05Table\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\rR\bpipeline\x12\x14\n" +
 	"\x05stage\x18\x03 \x01(\rR\x05stage\x12\x12\n" +
 	"\x04miss\x18\x04 \x01(\rR\x04miss\x12\x1a\n" +
-	"\bexported\x18\x05 \x01(\bR\bexported\"\xce\x01\n" +
+	"\bexported\x18\x05 \x01(\bR\bexported\x12\x14\n" +
+	"\x05after\x18( \x03(\tR\x05after\x12\x16\n" +
+	"\x06before\x18) \x03(\tR\x06before\"\x8c\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x123\n" +
 	"\x06tables\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.TableR\x06tables\x123\n" +
-	"\x06fields\x18\x04 \x03(\v2\x1b.switchyard.plugin.v1.FieldR\x06fields\x12\"\n" +
+	"\x06fields\x18\x04 \x03(\v2\x1b.switchyard.plugin.v1.FieldR\x06fields\x12<\n" +
+	"\tresources\x18( \x03(\v2\x1e.switchyard.plugin.v1.ResourceR\tresources\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\"F\n" +
 	"\x04Bits\x12\x10\n" +
 	"\x03reg\x18\x01 \x01(\rR\x03reg\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\rR\x06offset\x12\x14\n" +
-	"\x05width\x18\x03 \x01(\rR\x05width\"\xe5\x02\n" +
+	"\x05width\x18\x03 \x01(\rR\x05width\"\x83\x04\n" +
 	"\n" +
 	"Assignment\x12D\n" +
 	"\x06tables\x18\x01 \x03(\v2,.switchyard.plugin.v1.Assignment.TablesEntryR\x06tables\x12D\n" +
 	"\x06fields\x18\x02 \x03(\v2,.switchyard.plugin.v1.Assignment.FieldsEntryR\x06fields\x12#\n" +
 	"\rcookie_prefix\x18\x03 \x01(\rR\fcookiePrefix\x12\x14\n" +
-	"\x05round\x18\x04 \x01(\rR\x05round\x1a9\n" +
+	"\x05round\x18\x04 \x01(\rR\x05round\x12D\n" +
+	"\x06grants\x18( \x03(\v2,.switchyard.plugin.v1.Assignment.GrantsEntryR\x06grants\x1a9\n" +
 	"\vTablesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1aU\n" +
 	"\vFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\"\xbf\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\x1aV\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.GrantR\x05value:\x028\x01\"\xbf\x01\n" +
 	"\fStartRequest\x12@\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2 .switchyard.plugin.v1.AssignmentR\n" +
@@ -4061,7 +4259,18 @@ const file_plugin_proto_rawDesc = "" +
 	"durationNs\x123\n" +
 	"\x05bands\x18\x06 \x03(\v2\x1d.switchyard.plugin.v1.CounterR\x05bands\"M\n" +
 	"\x12MeterStatsResponse\x127\n" +
-	"\x06meters\x18\x01 \x03(\v2\x1f.switchyard.plugin.v1.MeterStatR\x06meters*\x99\x03\n" +
+	"\x06meters\x18\x01 \x03(\v2\x1f.switchyard.plugin.v1.MeterStatR\x06meters\"d\n" +
+	"\bResource\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\rR\x05width\x12\x1a\n" +
+	"\bexported\x18\x04 \x01(\bR\bexported\"u\n" +
+	"\x05Grant\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\rR\x05value\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\rR\x06offset\x12\x14\n" +
+	"\x05width\x18\x05 \x01(\rR\x05width*\x99\x03\n" +
 	"\n" +
 	"ActionKind\x12\x12\n" +
 	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
@@ -4125,7 +4334,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -4182,105 +4391,111 @@ var file_plugin_proto_goTypes = []any{
 	(*GroupStatsResponse)(nil),       // 52: switchyard.plugin.v1.GroupStatsResponse
 	(*MeterStat)(nil),                // 53: switchyard.plugin.v1.MeterStat
 	(*MeterStatsResponse)(nil),       // 54: switchyard.plugin.v1.MeterStatsResponse
-	nil,                              // 55: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 56: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 57: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 58: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Resource)(nil),                 // 55: switchyard.plugin.v1.Resource
+	(*Grant)(nil),                    // 56: switchyard.plugin.v1.Grant
+	nil,                              // 57: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 58: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 59: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 60: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 61: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	55, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	56, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	7,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
-	24, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	13, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	14, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	15, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	15, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	19, // 10: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
-	20, // 11: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
-	3,  // 12: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
-	34, // 13: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
-	22, // 14: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	3,  // 15: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	26, // 16: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	29, // 17: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
-	3,  // 18: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
-	28, // 19: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
-	28, // 20: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
-	30, // 21: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
-	3,  // 22: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	27, // 23: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	28, // 24: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
-	28, // 25: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
-	26, // 26: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
-	31, // 27: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
-	25, // 28: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	33, // 29: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 30: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	33, // 31: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	35, // 32: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	32, // 33: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
-	37, // 34: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	34, // 35: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	36, // 36: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	38, // 37: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	57, // 38: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	58, // 39: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	33, // 40: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	34, // 41: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
-	47, // 42: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
-	50, // 43: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
-	51, // 44: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
-	50, // 45: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
-	53, // 46: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
-	6,  // 47: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	2,  // 48: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 49: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 50: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 51: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 52: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 53: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	17, // 54: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	18, // 55: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	23, // 56: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	21, // 57: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	40, // 58: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	42, // 59: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	43, // 60: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	43, // 61: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	45, // 62: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 63: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 64: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	46, // 65: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	49, // 66: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	49, // 67: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	5,  // 68: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 69: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 70: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	16, // 71: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 72: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 73: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	1,  // 74: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 75: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 76: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 77: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	41, // 78: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	44, // 79: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 80: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	44, // 81: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 82: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	24, // 83: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 84: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	48, // 85: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	52, // 86: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	54, // 87: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	68, // [68:88] is the sub-list for method output_type
-	48, // [48:68] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	55, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
+	57, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	58, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	59, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
+	24, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
+	13, // 8: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	14, // 9: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	15, // 10: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	15, // 11: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	19, // 12: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
+	20, // 13: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
+	3,  // 14: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
+	34, // 15: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
+	22, // 16: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	3,  // 17: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	26, // 18: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	29, // 19: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
+	3,  // 20: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
+	28, // 21: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
+	28, // 22: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
+	30, // 23: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
+	3,  // 24: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	27, // 25: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	28, // 26: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
+	28, // 27: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
+	26, // 28: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
+	31, // 29: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
+	25, // 30: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	33, // 31: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	26, // 32: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	33, // 33: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	35, // 34: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	32, // 35: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
+	37, // 36: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	34, // 37: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	36, // 38: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	38, // 39: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	60, // 40: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	61, // 41: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	33, // 42: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	34, // 43: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	47, // 44: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	50, // 45: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	51, // 46: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	50, // 47: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	53, // 48: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	6,  // 49: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	56, // 50: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 51: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 52: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 53: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 54: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 55: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 56: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	17, // 57: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	18, // 58: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	23, // 59: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	21, // 60: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	40, // 61: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	42, // 62: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	43, // 63: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	43, // 64: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	45, // 65: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 66: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 67: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	46, // 68: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	49, // 69: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	49, // 70: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	5,  // 71: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 72: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 73: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	16, // 74: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 75: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 76: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	1,  // 77: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 78: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 79: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 80: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	41, // 81: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	44, // 82: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 83: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	44, // 84: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 85: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	24, // 86: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 87: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	48, // 88: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	52, // 89: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	54, // 90: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	71, // [71:91] is the sub-list for method output_type
+	51, // [51:71] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -4294,7 +4509,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -29,6 +29,19 @@ type Config struct {
 	Flows int `json:"flows"`
 	// Batch is the filler batch size.
 	Batch int `json:"batch"`
+	// Churn, if set, makes beta re-apply that many flows in one batch, back
+	// to back, for as long as the file ChurnFile exists (the isolation
+	// benchmark's noisy neighbour). After each batch it writes the number
+	// of batches so far to ChurnFile+".n"; when it finds the file gone it
+	// writes ChurnFile+".idle" and waits for it to come back.
+	Churn     int    `json:"churn"`
+	ChurnFile string `json:"churnFile"`
+	// StartBlock, if set, makes beta's Start write StartBlock+".entered"
+	// and wait while the file StartBlock exists (admission tests).
+	StartBlock string `json:"startBlock"`
+	// EventLog, if set, is where beta appends one line per pod interface
+	// event: its pid, whether its Start had returned, kind, container ID.
+	EventLog string `json:"eventLog"`
 	// Punt, if set, is an IP whose ICMP packets alpha sends to itself
 	// (packet-in) and re-injects towards the other port (packet-out).
 	Punt string `json:"punt"`

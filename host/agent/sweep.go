@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"switchyard.dev/switchyard/host/openflow"
+	"switchyard.dev/switchyard/host/pipeline"
+)
+
+// Inspector reads the switch's tables back (*openflow.Conn). The foreign
+// sweep needs it; a switch without it is not swept.
+type Inspector interface {
+	DumpFlows(ctx context.Context, req openflow.FlowStatsRequest) ([]openflow.FlowStats, error)
+	GroupDesc(ctx context.Context, id uint32) ([]openflow.GroupDesc, error)
+	MeterStats(ctx context.Context, id uint32) ([]openflow.MeterStats, error)
+}
+
+var _ Inspector = (*openflow.Conn)(nil)
+
+// SweepResult counts what a foreign sweep removed from the switch.
+type SweepResult struct {
+	Flows, Groups, Meters int
+}
+
+// sweepIfAllSynced runs the foreign sweep once every enabled plugin is
+// synced (a failed plugin keeps what it has: its current round stays).
+func (a *Agent) sweepIfAllSynced(ctx context.Context) {
+	a.pmu.Lock()
+	rs := slices.Collect(maps.Values(a.plugins))
+	a.pmu.Unlock()
+	for _, r := range rs {
+		r.mu.Lock()
+		st := r.state
+		r.mu.Unlock()
+		if st != StateSynced && st != StateFailed && st != StateStopped {
+			return
+		}
+	}
+	if _, err := a.SweepForeign(ctx); err != nil {
+		a.log.Error("sweeping flows no plugin owns", "error", err)
+	}
+}
+
+// SweepForeign removes from the switch every flow, group and meter that no
+// registered owner holds now: flows of a round older than its owner's
+// current one, with a cookie prefix no plugin has, or with cookie 0;
+// groups and meters the store does not hold (left by an earlier agent
+// incarnation or written by someone else). The host owns the bridge.
+// Unswept rounds of a plugin not yet synced are left alone.
+func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	in, ok := a.sw.(Inspector)
+	if !ok {
+		return res, nil
+	}
+	a.lay.Lock()
+	defer a.lay.Unlock()
+	flows, err := in.DumpFlows(ctx, openflow.FlowStatsRequest{Table: openflow.TableAll})
+	if err != nil {
+		return res, fmt.Errorf("dump flows: %w", err)
+	}
+	type owner struct {
+		prefix, round uint16
+		whole         bool // every flow with this prefix (no plugin has it)
+	}
+	gone := map[owner]int{}
+	zero := 0
+	for _, f := range flows {
+		c := f.Flow.Cookie
+		if c == 0 {
+			zero++
+			continue
+		}
+		prefix, round, _ := pipeline.SplitCookie(c)
+		name, known := a.arb.PluginByPrefix(prefix)
+		if !known {
+			gone[owner{prefix: prefix, whole: true}]++
+			continue
+		}
+		p, _ := a.arb.Plugin(name)
+		if round != p.Round && !slices.Contains(p.Unswept, round) {
+			gone[owner{prefix: prefix, round: round}]++
+		}
+	}
+	var msgs []openflow.Message
+	for _, o := range slices.SortedFunc(maps.Keys(gone), func(x, y owner) int {
+		return int(pipeline.Cookie(x.prefix, x.round, 0)>>32) - int(pipeline.Cookie(y.prefix, y.round, 0)>>32)
+	}) {
+		mask := pipeline.CookieOwnerMask
+		if o.whole {
+			mask = pipeline.CookiePrefixMask
+		}
+		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: mask,
+			Flow: openflow.Flow{Table: openflow.TableAll, Cookie: pipeline.Cookie(o.prefix, o.round, 0)}})
+		res.Flows += gone[o]
+	}
+	if zero > 0 {
+		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: ^uint64(0),
+			Flow: openflow.Flow{Table: openflow.TableAll, Cookie: 0}})
+		res.Flows += zero
+	}
+	held := map[uint32]bool{}
+	heldMeters := map[uint32]bool{}
+	for _, o := range a.store.Owners() {
+		for _, g := range a.store.Groups(o) {
+			held[g.Global] = true
+		}
+		for _, m := range a.store.Meters(o) {
+			heldMeters[m.Global] = true
+		}
+	}
+	groups, err := in.GroupDesc(ctx, openflow.GroupAll)
+	if err != nil {
+		return res, fmt.Errorf("dump groups: %w", err)
+	}
+	for _, g := range groups {
+		if !held[g.GroupID] {
+			msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.GroupID})
+			res.Groups++
+		}
+	}
+	if len(msgs) > 0 {
+		if err := a.sw.Bundle(ctx, msgs, true); err != nil {
+			return SweepResult{}, fmt.Errorf("removing %d flows and %d groups no plugin owns: %w", res.Flows, res.Groups, err)
+		}
+	}
+	meters, err := in.MeterStats(ctx, openflow.MeterAll)
+	if err != nil {
+		return res, fmt.Errorf("dump meters: %w", err)
+	}
+	for _, m := range meters {
+		if heldMeters[m.MeterID] {
+			continue
+		}
+		if _, err := a.sw.Request(ctx, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.MeterID}); err != nil {
+			a.log.Error("sweep meter no plugin owns", "meter", m.MeterID, "error", err)
+			continue
+		}
+		res.Meters++
+	}
+	a.log.Info("swept what no plugin owns", "flows", res.Flows, "cookie_zero_flows", zero, "groups", res.Groups, "meters", res.Meters)
+	return res, nil
+}
