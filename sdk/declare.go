@@ -53,6 +53,7 @@ const (
 	CapPodInterface Capability = "pod-interface-events"
 	CapPacketIn     Capability = "packet-in"
 	CapNodeEvents   Capability = "node-events"
+	CapNodeFacts    Capability = "node-facts-events"
 )
 
 // Capabilities lists the capabilities f has.
@@ -69,6 +70,9 @@ func Capabilities(f Feature) []Capability {
 	}
 	if _, ok := f.(NodeEventSubscriber); ok {
 		cs = append(cs, CapNodeEvents)
+	}
+	if _, ok := f.(NodeFactsSubscriber); ok {
+		cs = append(cs, CapNodeFacts)
 	}
 	return cs
 }

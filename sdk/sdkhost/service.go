@@ -3,6 +3,7 @@ package sdkhost
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -22,6 +23,9 @@ type HostService interface {
 	PacketOut(ctx context.Context, p sdk.PacketOut) error
 	NodeFacts(ctx context.Context) (sdk.NodeFacts, error)
 	Synced(ctx context.Context) error
+	// Token returns the agent's current cluster token and when it expires
+	// (zero if unknown); an empty token means the host has none.
+	Token(ctx context.Context) (string, time.Time, error)
 }
 
 // hostServer adapts a HostService to the wire.
@@ -88,4 +92,16 @@ func (h *hostServer) Synced(ctx context.Context, _ *pb.Empty) (*pb.Empty, error)
 		return nil, toStatus(err)
 	}
 	return &pb.Empty{}, nil
+}
+
+func (h *hostServer) Token(ctx context.Context, _ *pb.Empty) (*pb.TokenReply, error) {
+	t, exp, err := h.s.Token(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.TokenReply{Token: t}
+	if !exp.IsZero() {
+		out.ExpiryUnix = exp.Unix()
+	}
+	return out, nil
 }

@@ -227,12 +227,15 @@ func (x *Table) GetExported() bool {
 }
 
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	Tables        []*Table               `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
-	Fields        []*Field               `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
-	Capabilities  []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version      string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Tables       []*Table               `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
+	Fields       []*Field               `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	Capabilities []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// encap_overhead is the bytes an encapsulation adds to every pod packet
+	// on the wire; the host lowers the pod MTU by the largest one declared.
+	EncapOverhead uint32 `protobuf:"varint,30,opt,name=encap_overhead,json=encapOverhead,proto3" json:"encap_overhead,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +303,13 @@ func (x *DescribeResponse) GetCapabilities() []string {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetEncapOverhead() uint32 {
+	if x != nil {
+		return x.EncapOverhead
+	}
+	return 0
 }
 
 type Bits struct {
@@ -436,7 +446,8 @@ type StartRequest struct {
 	Node       *Facts                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
 	Config     []byte                 `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
 	// host_broker_id is the go-plugin broker stream on which Host is served.
-	HostBrokerId  uint32 `protobuf:"varint,4,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	HostBrokerId  uint32         `protobuf:"varint,4,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	Cluster       *ClusterAccess `protobuf:"bytes,30,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +508,13 @@ func (x *StartRequest) GetHostBrokerId() uint32 {
 		return x.HostBrokerId
 	}
 	return 0
+}
+
+func (x *StartRequest) GetCluster() *ClusterAccess {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
 }
 
 type StartResponse struct {
@@ -1229,6 +1247,9 @@ type Facts struct {
 	Mtu           uint32                 `protobuf:"varint,6,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	Bridge        string                 `protobuf:"bytes,7,opt,name=bridge,proto3" json:"bridge,omitempty"`
 	DatapathType  string                 `protobuf:"bytes,8,opt,name=datapath_type,json=datapathType,proto3" json:"datapath_type,omitempty"`
+	PodMtu        uint32                 `protobuf:"varint,30,opt,name=pod_mtu,json=podMtu,proto3" json:"pod_mtu,omitempty"`
+	ExternalIps   []string               `protobuf:"bytes,31,rep,name=external_ips,json=externalIps,proto3" json:"external_ips,omitempty"`
+	Uplink        string                 `protobuf:"bytes,32,opt,name=uplink,proto3" json:"uplink,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1315,6 +1336,27 @@ func (x *Facts) GetBridge() string {
 func (x *Facts) GetDatapathType() string {
 	if x != nil {
 		return x.DatapathType
+	}
+	return ""
+}
+
+func (x *Facts) GetPodMtu() uint32 {
+	if x != nil {
+		return x.PodMtu
+	}
+	return 0
+}
+
+func (x *Facts) GetExternalIps() []string {
+	if x != nil {
+		return x.ExternalIps
+	}
+	return nil
+}
+
+func (x *Facts) GetUplink() string {
+	if x != nil {
+		return x.Uplink
 	}
 	return ""
 }
@@ -2414,6 +2456,215 @@ func (x *PacketOutRequest) GetData() []byte {
 	return nil
 }
 
+type Endpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	CaPem         []byte                 `protobuf:"bytes,2,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Endpoint) Reset() {
+	*x = Endpoint{}
+	mi := &file_plugin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Endpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Endpoint) ProtoMessage() {}
+
+func (x *Endpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
+func (*Endpoint) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Endpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Endpoint) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+type ClusterAccess struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Apiserver     *Endpoint              `protobuf:"bytes,1,opt,name=apiserver,proto3" json:"apiserver,omitempty"`
+	Controller    *Endpoint              `protobuf:"bytes,2,opt,name=controller,proto3" json:"controller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterAccess) Reset() {
+	*x = ClusterAccess{}
+	mi := &file_plugin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterAccess) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterAccess) ProtoMessage() {}
+
+func (x *ClusterAccess) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterAccess.ProtoReflect.Descriptor instead.
+func (*ClusterAccess) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ClusterAccess) GetApiserver() *Endpoint {
+	if x != nil {
+		return x.Apiserver
+	}
+	return nil
+}
+
+func (x *ClusterAccess) GetController() *Endpoint {
+	if x != nil {
+		return x.Controller
+	}
+	return nil
+}
+
+type TokenReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// expiry_unix is when the token stops being valid (0: unknown).
+	ExpiryUnix    int64 `protobuf:"varint,2,opt,name=expiry_unix,json=expiryUnix,proto3" json:"expiry_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenReply) Reset() {
+	*x = TokenReply{}
+	mi := &file_plugin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenReply) ProtoMessage() {}
+
+func (x *TokenReply) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenReply.ProtoReflect.Descriptor instead.
+func (*TokenReply) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TokenReply) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TokenReply) GetExpiryUnix() int64 {
+	if x != nil {
+		return x.ExpiryUnix
+	}
+	return 0
+}
+
+type NodeFactsChangedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Old           *Facts                 `protobuf:"bytes,1,opt,name=old,proto3" json:"old,omitempty"`
+	New           *Facts                 `protobuf:"bytes,2,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeFactsChangedRequest) Reset() {
+	*x = NodeFactsChangedRequest{}
+	mi := &file_plugin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeFactsChangedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeFactsChangedRequest) ProtoMessage() {}
+
+func (x *NodeFactsChangedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeFactsChangedRequest.ProtoReflect.Descriptor instead.
+func (*NodeFactsChangedRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *NodeFactsChangedRequest) GetOld() *Facts {
+	if x != nil {
+		return x.Old
+	}
+	return nil
+}
+
+func (x *NodeFactsChangedRequest) GetNew() *Facts {
+	if x != nil {
+		return x.New
+	}
+	return nil
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -2429,13 +2680,14 @@ const file_plugin_proto_rawDesc = "" +
 	"\bpipeline\x18\x02 \x01(\rR\bpipeline\x12\x14\n" +
 	"\x05stage\x18\x03 \x01(\rR\x05stage\x12\x12\n" +
 	"\x04miss\x18\x04 \x01(\rR\x04miss\x12\x1a\n" +
-	"\bexported\x18\x05 \x01(\bR\bexported\"\xce\x01\n" +
+	"\bexported\x18\x05 \x01(\bR\bexported\"\xf5\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x123\n" +
 	"\x06tables\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.TableR\x06tables\x123\n" +
 	"\x06fields\x18\x04 \x03(\v2\x1b.switchyard.plugin.v1.FieldR\x06fields\x12\"\n" +
-	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\"F\n" +
+	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12%\n" +
+	"\x0eencap_overhead\x18\x1e \x01(\rR\rencapOverhead\"F\n" +
 	"\x04Bits\x12\x10\n" +
 	"\x03reg\x18\x01 \x01(\rR\x03reg\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\rR\x06offset\x12\x14\n" +
@@ -2451,14 +2703,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1aU\n" +
 	"\vFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\"\xbf\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\"\xfe\x01\n" +
 	"\fStartRequest\x12@\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2 .switchyard.plugin.v1.AssignmentR\n" +
 	"assignment\x12/\n" +
 	"\x04node\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x04node\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x12$\n" +
-	"\x0ehost_broker_id\x18\x04 \x01(\rR\fhostBrokerId\"\x0f\n" +
+	"\x0ehost_broker_id\x18\x04 \x01(\rR\fhostBrokerId\x12=\n" +
+	"\acluster\x18\x1e \x01(\v2#.switchyard.plugin.v1.ClusterAccessR\acluster\"\x0f\n" +
 	"\rStartResponse\"\r\n" +
 	"\vStopRequest\"\x0e\n" +
 	"\fStopResponse\"\xd2\x01\n" +
@@ -2508,7 +2761,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\tpod_cidrs\x18\x03 \x03(\tR\bpodCidrs\"Z\n" +
 	"\x10NodeEventRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x122\n" +
-	"\x04node\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.NodeInfoR\x04node\"\xe2\x01\n" +
+	"\x04node\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.NodeInfoR\x04node\"\xb6\x02\n" +
 	"\x05Facts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpod_cidrs\x18\x02 \x03(\tR\bpodCidrs\x12\x19\n" +
@@ -2519,7 +2772,10 @@ const file_plugin_proto_rawDesc = "" +
 	"gatewayMac\x12\x10\n" +
 	"\x03mtu\x18\x06 \x01(\rR\x03mtu\x12\x16\n" +
 	"\x06bridge\x18\a \x01(\tR\x06bridge\x12#\n" +
-	"\rdatapath_type\x18\b \x01(\tR\fdatapathType\"}\n" +
+	"\rdatapath_type\x18\b \x01(\tR\fdatapathType\x12\x17\n" +
+	"\apod_mtu\x18\x1e \x01(\rR\x06podMtu\x12!\n" +
+	"\fexternal_ips\x18\x1f \x03(\tR\vexternalIps\x12\x16\n" +
+	"\x06uplink\x18  \x01(\tR\x06uplink\"}\n" +
 	"\n" +
 	"MatchField\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x121\n" +
@@ -2608,7 +2864,23 @@ const file_plugin_proto_rawDesc = "" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +
 	"\bresubmit\x18\x03 \x01(\bR\bresubmit\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data2\xef\x05\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"3\n" +
+	"\bEndpoint\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x15\n" +
+	"\x06ca_pem\x18\x02 \x01(\fR\x05caPem\"\x8d\x01\n" +
+	"\rClusterAccess\x12<\n" +
+	"\tapiserver\x18\x01 \x01(\v2\x1e.switchyard.plugin.v1.EndpointR\tapiserver\x12>\n" +
+	"\n" +
+	"controller\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.EndpointR\n" +
+	"controller\"C\n" +
+	"\n" +
+	"TokenReply\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1f\n" +
+	"\vexpiry_unix\x18\x02 \x01(\x03R\n" +
+	"expiryUnix\"w\n" +
+	"\x17NodeFactsChangedRequest\x12-\n" +
+	"\x03old\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03old\x12-\n" +
+	"\x03new\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03new2\xcf\x06\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -2618,7 +2890,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\bCNICheck\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12`\n" +
 	"\x11PodInterfaceEvent\x12..switchyard.plugin.v1.PodInterfaceEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12N\n" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
-	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x90\x04\n" +
+	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
+	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\xd8\x04\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -2628,7 +2901,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\aGetPort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1a.switchyard.plugin.v1.Port\x12P\n" +
 	"\tPacketOut\x12&.switchyard.plugin.v1.PacketOutRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12E\n" +
 	"\tNodeFacts\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Facts\x12B\n" +
-	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.EmptyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
+	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Empty\x12F\n" +
+	"\x05Token\x12\x1b.switchyard.plugin.v1.Empty\x1a .switchyard.plugin.v1.TokenReplyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -2642,7 +2916,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_plugin_proto_goTypes = []any{
 	(*Empty)(nil),                    // 0: switchyard.plugin.v1.Empty
 	(*DescribeRequest)(nil),          // 1: switchyard.plugin.v1.DescribeRequest
@@ -2681,78 +2955,91 @@ var file_plugin_proto_goTypes = []any{
 	(*PortName)(nil),                 // 34: switchyard.plugin.v1.PortName
 	(*Port)(nil),                     // 35: switchyard.plugin.v1.Port
 	(*PacketOutRequest)(nil),         // 36: switchyard.plugin.v1.PacketOutRequest
-	nil,                              // 37: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 38: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 39: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 40: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Endpoint)(nil),                 // 37: switchyard.plugin.v1.Endpoint
+	(*ClusterAccess)(nil),            // 38: switchyard.plugin.v1.ClusterAccess
+	(*TokenReply)(nil),               // 39: switchyard.plugin.v1.TokenReply
+	(*NodeFactsChangedRequest)(nil),  // 40: switchyard.plugin.v1.NodeFactsChangedRequest
+	nil,                              // 41: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 42: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 43: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 44: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	3,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	2,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	37, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	38, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	41, // 2: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	42, // 3: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
 	6,  // 4: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	20, // 5: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	12, // 6: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	13, // 7: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	14, // 8: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	14, // 9: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	18, // 10: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	2,  // 11: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	22, // 12: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	2,  // 13: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	2,  // 14: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
-	23, // 15: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	21, // 16: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	24, // 17: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	22, // 18: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	24, // 19: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 20: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	28, // 21: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	25, // 22: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	27, // 23: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	29, // 24: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	39, // 25: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	40, // 26: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	24, // 27: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	5,  // 28: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	1,  // 29: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	7,  // 30: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	9,  // 31: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	11, // 32: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 33: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	11, // 34: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	16, // 35: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	17, // 36: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	19, // 37: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	31, // 38: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	33, // 39: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	34, // 40: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	34, // 41: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	36, // 42: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	0,  // 43: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	0,  // 44: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	4,  // 45: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	8,  // 46: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	10, // 47: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	15, // 48: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	0,  // 49: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	0,  // 50: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	0,  // 51: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	0,  // 52: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	0,  // 53: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	32, // 54: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	35, // 55: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	0,  // 56: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	35, // 57: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	0,  // 58: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	20, // 59: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	0,  // 60: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	45, // [45:61] is the sub-list for method output_type
-	29, // [29:45] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	38, // 6: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
+	12, // 7: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	13, // 8: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	14, // 9: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	14, // 10: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	18, // 11: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	2,  // 12: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	22, // 13: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	2,  // 14: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	2,  // 15: switchyard.plugin.v1.Action.from:type_name -> switchyard.plugin.v1.Field
+	23, // 16: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	21, // 17: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	24, // 18: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	22, // 19: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	24, // 20: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	26, // 21: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	28, // 22: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	25, // 23: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	27, // 24: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	29, // 25: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	43, // 26: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	44, // 27: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	24, // 28: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	37, // 29: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
+	37, // 30: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
+	20, // 31: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
+	20, // 32: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
+	5,  // 33: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	1,  // 34: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	7,  // 35: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	9,  // 36: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	11, // 37: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 38: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	11, // 39: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	16, // 40: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	17, // 41: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	19, // 42: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	40, // 43: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	31, // 44: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	33, // 45: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	34, // 46: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	34, // 47: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	36, // 48: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	0,  // 49: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	0,  // 50: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	0,  // 51: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	4,  // 52: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	8,  // 53: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	10, // 54: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	15, // 55: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	0,  // 56: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	0,  // 57: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	0,  // 58: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	0,  // 59: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	0,  // 60: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	0,  // 61: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	32, // 62: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	35, // 63: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	0,  // 64: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	35, // 65: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	0,  // 66: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	20, // 67: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	0,  // 68: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	39, // 69: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	52, // [52:70] is the sub-list for method output_type
+	34, // [34:52] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -2766,7 +3053,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

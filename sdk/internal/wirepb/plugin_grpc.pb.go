@@ -33,6 +33,7 @@ const (
 	Feature_PodInterfaceEvent_FullMethodName = "/switchyard.plugin.v1.Feature/PodInterfaceEvent"
 	Feature_PacketIn_FullMethodName          = "/switchyard.plugin.v1.Feature/PacketIn"
 	Feature_NodeEvent_FullMethodName         = "/switchyard.plugin.v1.Feature/NodeEvent"
+	Feature_NodeFactsChanged_FullMethodName  = "/switchyard.plugin.v1.Feature/NodeFactsChanged"
 )
 
 // FeatureClient is the client API for Feature service.
@@ -50,6 +51,7 @@ type FeatureClient interface {
 	PodInterfaceEvent(ctx context.Context, in *PodInterfaceEventRequest, opts ...grpc.CallOption) (*Empty, error)
 	PacketIn(ctx context.Context, in *PacketInRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeEvent(ctx context.Context, in *NodeEventRequest, opts ...grpc.CallOption) (*Empty, error)
+	NodeFactsChanged(ctx context.Context, in *NodeFactsChangedRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type featureClient struct {
@@ -150,6 +152,16 @@ func (c *featureClient) NodeEvent(ctx context.Context, in *NodeEventRequest, opt
 	return out, nil
 }
 
+func (c *featureClient) NodeFactsChanged(ctx context.Context, in *NodeFactsChangedRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Feature_NodeFactsChanged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FeatureServer is the server API for Feature service.
 // All implementations must embed UnimplementedFeatureServer
 // for forward compatibility.
@@ -165,6 +177,7 @@ type FeatureServer interface {
 	PodInterfaceEvent(context.Context, *PodInterfaceEventRequest) (*Empty, error)
 	PacketIn(context.Context, *PacketInRequest) (*Empty, error)
 	NodeEvent(context.Context, *NodeEventRequest) (*Empty, error)
+	NodeFactsChanged(context.Context, *NodeFactsChangedRequest) (*Empty, error)
 	mustEmbedUnimplementedFeatureServer()
 }
 
@@ -201,6 +214,9 @@ func (UnimplementedFeatureServer) PacketIn(context.Context, *PacketInRequest) (*
 }
 func (UnimplementedFeatureServer) NodeEvent(context.Context, *NodeEventRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeEvent not implemented")
+}
+func (UnimplementedFeatureServer) NodeFactsChanged(context.Context, *NodeFactsChangedRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeFactsChanged not implemented")
 }
 func (UnimplementedFeatureServer) mustEmbedUnimplementedFeatureServer() {}
 func (UnimplementedFeatureServer) testEmbeddedByValue()                 {}
@@ -385,6 +401,24 @@ func _Feature_NodeEvent_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Feature_NodeFactsChanged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeFactsChangedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FeatureServer).NodeFactsChanged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Feature_NodeFactsChanged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FeatureServer).NodeFactsChanged(ctx, req.(*NodeFactsChangedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Feature_ServiceDesc is the grpc.ServiceDesc for Feature service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +462,10 @@ var Feature_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "NodeEvent",
 			Handler:    _Feature_NodeEvent_Handler,
 		},
+		{
+			MethodName: "NodeFactsChanged",
+			Handler:    _Feature_NodeFactsChanged_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "plugin.proto",
@@ -441,6 +479,7 @@ const (
 	Host_PacketOut_FullMethodName  = "/switchyard.plugin.v1.Host/PacketOut"
 	Host_NodeFacts_FullMethodName  = "/switchyard.plugin.v1.Host/NodeFacts"
 	Host_Synced_FullMethodName     = "/switchyard.plugin.v1.Host/Synced"
+	Host_Token_FullMethodName      = "/switchyard.plugin.v1.Host/Token"
 )
 
 // HostClient is the client API for Host service.
@@ -457,6 +496,8 @@ type HostClient interface {
 	PacketOut(ctx context.Context, in *PacketOutRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeFacts(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Facts, error)
 	Synced(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Token returns the agent's current ServiceAccount token for the cluster.
+	Token(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TokenReply, error)
 }
 
 type hostClient struct {
@@ -537,6 +578,16 @@ func (c *hostClient) Synced(ctx context.Context, in *Empty, opts ...grpc.CallOpt
 	return out, nil
 }
 
+func (c *hostClient) Token(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TokenReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TokenReply)
+	err := c.cc.Invoke(ctx, Host_Token_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -551,6 +602,8 @@ type HostServer interface {
 	PacketOut(context.Context, *PacketOutRequest) (*Empty, error)
 	NodeFacts(context.Context, *Empty) (*Facts, error)
 	Synced(context.Context, *Empty) (*Empty, error)
+	// Token returns the agent's current ServiceAccount token for the cluster.
+	Token(context.Context, *Empty) (*TokenReply, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -581,6 +634,9 @@ func (UnimplementedHostServer) NodeFacts(context.Context, *Empty) (*Facts, error
 }
 func (UnimplementedHostServer) Synced(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Synced not implemented")
+}
+func (UnimplementedHostServer) Token(context.Context, *Empty) (*TokenReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Token not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -729,6 +785,24 @@ func _Host_Synced_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_Token_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Token(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Token_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Token(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -763,6 +837,10 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Synced",
 			Handler:    _Host_Synced_Handler,
+		},
+		{
+			MethodName: "Token",
+			Handler:    _Host_Token_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
