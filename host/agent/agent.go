@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,10 +13,10 @@ import (
 
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/flowstore"
+	"switchyard.dev/switchyard/host/kube"
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/host/pipeline"
-	"switchyard.dev/switchyard/sdk"
 )
 
 // Switch is the OpenFlow side the agent needs (*openflow.Conn).
@@ -52,7 +50,8 @@ type Agent struct {
 	log  *slog.Logger
 	sw   Switch
 	db   PortDB
-	node sdk.NodeFacts
+	// ns is the node and cluster view (node.go).
+	ns nodeState
 
 	// mu serialises arbitration, the flow store and switch writes, so a
 	// plan checked against the store is still valid when it is committed.
@@ -74,46 +73,34 @@ type Agent struct {
 // New builds an agent over a connected switch and OVSDB. It loads the
 // persisted layout from cfg.RunDir so table IDs and cookie prefixes survive
 // a restart of the agent.
+//
+// When the config sets node.podCIDRs (an explicit override, or a static
+// setup without an apiserver) the node facts are known at once; otherwise
+// they come from the Node object (JoinCluster).
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
-	node, err := nodeFacts(cfg)
-	if err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
-	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), cfg: cfg,
+	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), cfg: cfg,
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
+	a.ns.facts = BaseFacts(cfg)
+	if len(cfg.Node.PodCIDRs) > 0 {
+		f, warn, err := kube.Facts(a.ns.facts, kube.Observed{}, cfg.Node, kube.Uplink)
+		if err != nil {
+			return nil, err
+		}
+		if warn != "" {
+			log.Warn(warn)
+		}
+		a.ns.facts = a.podMTULocked(f)
+		a.ns.known = true
+	}
+	var err error
 	a.arb, err = loadState(a.statePath)
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
-}
-
-func nodeFacts(cfg *config.Config) (sdk.NodeFacts, error) {
-	n := sdk.NodeFacts{Name: cfg.NodeName, MTU: cfg.Node.MTU, Bridge: cfg.Bridge.Name, DatapathType: cfg.Bridge.DatapathType}
-	for _, s := range cfg.Node.PodCIDRs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return n, err
-		}
-		n.PodCIDRs = append(n.PodCIDRs, p)
-	}
-	for _, s := range cfg.Node.NodeIPs {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			return n, err
-		}
-		n.NodeIPs = append(n.NodeIPs, ip)
-	}
-	if cfg.Node.GatewayIP != "" {
-		n.GatewayIP, _ = netip.ParseAddr(cfg.Node.GatewayIP)
-	}
-	if cfg.Node.GatewayMAC != "" {
-		n.GatewayMAC, _ = net.ParseMAC(cfg.Node.GatewayMAC)
-	}
-	return n, nil
 }
 
 func loadState(path string) (*pipeline.Arbiter, error) {
@@ -216,6 +203,7 @@ func (a *Agent) events(ctx context.Context) {
 			}
 			switch ev.Kind {
 			case openflow.EventConnected:
+				a.setOVSConnected(true)
 				if ev.Reconnect {
 					a.log.Warn("switch connection re-established; replaying all flows", "new_datapath", ev.NewDatapath)
 					if err := a.Replay(ctx); err != nil {
@@ -223,6 +211,7 @@ func (a *Agent) events(ctx context.Context) {
 					}
 				}
 			case openflow.EventDisconnected:
+				a.setOVSConnected(false)
 				a.log.Warn("switch connection lost", "error", ev.Err)
 			case openflow.EventPacketIn:
 				a.packetIn(ev.PacketIn)

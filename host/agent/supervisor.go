@@ -157,6 +157,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	if desc.Name != r.spec.Name {
 		return &permanentError{fmt.Errorf("plugin at %s calls itself %q but is enabled as %q; the names must match", r.spec.Path, desc.Name, r.spec.Name)}
 	}
+	r.a.setOverhead(ctx, r.spec.Name, desc.EncapOverhead)
 	r.a.mu.Lock()
 	_, err = r.a.registerLocked(callCtx, r.spec.Name, desc)
 	asg, _ := r.a.arb.Assignment(r.spec.Name)
@@ -172,8 +173,12 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 		"round", asg.Round, "cookie_prefix", asg.CookiePrefix, "tables", asg.Tables)
 	svc := &service{a: r.a, r: r}
 	r.set(func(r *runner) { r.startedAt = time.Now() })
-	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.node, Config: r.spec.Config, Service: svc}); err != nil {
+	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.NodeFacts(), Config: r.spec.Config, Service: svc,
+		Cluster: r.a.clusterAccess()}); err != nil {
 		return fmt.Errorf("start: %w", err)
+	}
+	if slices.Contains(caps, sdk.CapNodeEvents) {
+		r.a.replayNodes(ctx, r.spec.Name, p)
 	}
 	started()
 	return r.watch(ctx, p)
