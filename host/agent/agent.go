@@ -47,9 +47,9 @@ var (
 
 // Agent is the plugin host.
 type Agent struct {
-	log  *slog.Logger
-	sw   Switch
-	db   PortDB
+	log *slog.Logger
+	sw  Switch
+	db  PortDB
 	// ns is the node and cluster view (node.go).
 	ns nodeState
 
