@@ -204,6 +204,38 @@ func (cp *ControlPlane) StartAPIServer() error {
 	return waitHTTP("kube-apiserver /readyz", cp.apiserver, cp.URL+"/readyz", cp.Config, 60*time.Second)
 }
 
+// StartAPIServerElsewhere starts a second kube-apiserver on the same etcd
+// but another loopback port, and returns an admin client configuration for
+// it and its stop function. While the usual one is stopped, this lets a
+// test change the cluster where no agent (whose kubeconfig names the usual
+// port) can see it: the changes an agent misses during an outage.
+func (cp *ControlPlane) StartAPIServerElsewhere() (*rest.Config, func(), error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := cp.apiserverSpec
+	spec.Name = "kube-apiserver-elsewhere"
+	spec.Args = append([]string(nil), spec.Args...)
+	for i, a := range spec.Args {
+		if strings.HasPrefix(a, "--secure-port=") {
+			spec.Args[i] = fmt.Sprintf("--secure-port=%d", port)
+		}
+	}
+	p, err := testenv.StartProcess(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() { p.Stop(5 * time.Second) }
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+	if err := waitHTTP("second kube-apiserver /readyz", p, cfg.Host+"/readyz", cfg, 60*time.Second); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return cfg, stop, nil
+}
+
 // APIServerLog returns the tail of the apiserver log, for failure messages.
 func (cp *ControlPlane) APIServerLog(lines int) string { return cp.apiserver.Tail(lines) }
 

@@ -241,12 +241,13 @@ func (a *Agent) Status() error {
 
 // Readyz asks the agent's API socket for /readyz: the HTTP status and the
 // body (which names what is missing when not ready).
-func (a *Agent) Readyz() (int, string, error) { return a.get("/readyz") }
+func (a *Agent) Readyz() (int, string, error) { return a.Get("/readyz") }
 
 // Livez asks the agent's API socket for /livez.
-func (a *Agent) Livez() (int, string, error) { return a.get("/livez") }
+func (a *Agent) Livez() (int, string, error) { return a.Get("/livez") }
 
-func (a *Agent) get(path string) (int, string, error) {
+// Get does GET path on the agent's API socket: status and body.
+func (a *Agent) Get(path string) (int, string, error) {
 	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", a.APISocket)
