@@ -27,7 +27,7 @@ import (
 )
 
 // joinBins builds the agent, CNI, podnet and the observer test plugin.
-func joinBins(t *testing.T) (nodeagent.Binaries, string) {
+func joinBins(t testing.TB) (nodeagent.Binaries, string) {
 	bins := build.Commands(t, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/testplugins/observer")
 	return nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"], Plugins: map[string]string{"podnet": bins["podnet"]}}, bins["observer"]
 }
@@ -77,7 +77,7 @@ func readLines(t testing.TB, file string) []line {
 }
 
 // waitLine waits until the observer recorded a line matching ok.
-func waitLine(t *testing.T, file, what string, ok func(line) bool) line {
+func waitLine(t testing.TB, file, what string, ok func(line) bool) line {
 	t.Helper()
 	var found line
 	err := testenv.Eventually(what, 60*time.Second, 100*time.Millisecond, func() error {
@@ -98,7 +98,7 @@ func waitLine(t *testing.T, file, what string, ok func(line) bool) line {
 // registerNode creates n's Node object as the kubelet would, with the given
 // pod CIDRs (none: as before kube-controller-manager assigns one) and its
 // underlay IP as InternalIP. It is deleted on cleanup.
-func registerNode(t *testing.T, c kubernetes.Interface, name string, cidrs []string, ips ...string) {
+func registerNode(t testing.TB, c kubernetes.Interface, name string, cidrs []string, ips ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -120,7 +120,7 @@ func registerNode(t *testing.T, c kubernetes.Interface, name string, cidrs []str
 }
 
 // setNodeIPs replaces a Node's InternalIPs.
-func setNodeIPs(t *testing.T, c kubernetes.Interface, name string, ips ...string) {
+func setNodeIPs(t testing.TB, c kubernetes.Interface, name string, ips ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -138,7 +138,7 @@ func setNodeIPs(t *testing.T, c kubernetes.Interface, name string, ips ...string
 }
 
 // waitReadyz waits until the agent's /readyz answers want, returning the body.
-func waitReadyz(t *testing.T, a *nodeagent.Agent, want int, bodyHas string) string {
+func waitReadyz(t testing.TB, a *nodeagent.Agent, want int, bodyHas string) string {
 	t.Helper()
 	var body string
 	err := testenv.Eventually(fmt.Sprintf("/readyz of the agent on %s to answer %d", a.Node.Name, want), 90*time.Second, 50*time.Millisecond, func() error {
@@ -162,7 +162,7 @@ func waitReadyz(t *testing.T, a *nodeagent.Agent, want int, bodyHas string) stri
 }
 
 // logLine waits for one line of the agent's log that holds every part.
-func logLine(t *testing.T, a *nodeagent.Agent, parts ...string) string {
+func logLine(t testing.TB, a *nodeagent.Agent, parts ...string) string {
 	t.Helper()
 	var found string
 	err := testenv.Eventually("agent log line naming "+strings.Join(parts, " … "), 60*time.Second, 100*time.Millisecond, func() error {
@@ -204,7 +204,7 @@ func nodeWatches(t testing.TB, cp *controlplane.ControlPlane) int {
 }
 
 // gatewayAddrs lists the addresses on the node's gateway port.
-func gatewayAddrs(t *testing.T, n *cluster.Node) string {
+func gatewayAddrs(t testing.TB, n *cluster.Node) string {
 	out, err := n.Exec("ip", "-o", "addr", "show", "dev", "sy-gw0")
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -213,7 +213,7 @@ func gatewayAddrs(t *testing.T, n *cluster.Node) string {
 }
 
 // linkMTU returns the MTU of the pod's eth0.
-func linkMTU(t *testing.T, p *cluster.Pod) int {
+func linkMTU(t testing.TB, p *cluster.Pod) int {
 	out, err := testenv.Run("ip", "-n", p.NetNS, "-o", "link", "show", "eth0")
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -232,7 +232,7 @@ func linkMTU(t *testing.T, p *cluster.Pod) int {
 func writeFile(p, body string) error { return os.WriteFile(p, []byte(body), 0o600) }
 
 // plugins reads GET /v1/plugins from the agent.
-func pluginRow(t *testing.T, a *nodeagent.Agent, name string) map[string]any {
+func pluginRow(t testing.TB, a *nodeagent.Agent, name string) map[string]any {
 	code, body, err := a.Get("/v1/plugins")
 	if err != nil || code != 200 {
 		t.Fatalf("/v1/plugins: %d %v", code, err)
@@ -249,7 +249,7 @@ func pluginRow(t *testing.T, a *nodeagent.Agent, name string) map[string]any {
 	return nil
 }
 
-func podnetState(t *testing.T, a *nodeagent.Agent) string {
+func podnetState(t testing.TB, a *nodeagent.Agent) string {
 	r := pluginRow(t, a, "podnet")
 	if r == nil {
 		return "not started"
@@ -258,7 +258,7 @@ func podnetState(t *testing.T, a *nodeagent.Agent) string {
 	return s
 }
 
-func podnetPID(t *testing.T, a *nodeagent.Agent) int {
+func podnetPID(t testing.TB, a *nodeagent.Agent) int {
 	r := pluginRow(t, a, "podnet")
 	if r == nil {
 		t.Fatal("podnet not listed")
