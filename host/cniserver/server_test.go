@@ -2,12 +2,12 @@ package cniserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
