@@ -304,6 +304,7 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 		}
 		if !keep {
 			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
+			a.setOverhead(ctx, p.Name, 0)
 			a.removePlugin(ctx, p.Name)
 		} else {
 			a.log.Info("plugin changed in config reload; restarting", "plugin", p.Name)

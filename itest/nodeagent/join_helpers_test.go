@@ -106,15 +106,17 @@ func registerNode(t testing.TB, c kubernetes.Interface, name string, cidrs []str
 	if len(cidrs) > 0 {
 		obj.Spec.PodCIDR = cidrs[0]
 	}
+	// The kubelet registers its Node with its addresses in one create, so
+	// watchers see the node whole.
+	for _, ip := range ips {
+		obj.Status.Addresses = append(obj.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
 	created, err := c.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating Node %s: %v", name, err)
 	}
-	for _, ip := range ips {
-		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
-	}
-	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("setting the addresses of Node %s: %v", name, err)
+	if len(created.Status.Addresses) != len(ips) {
+		t.Fatalf("Node %s was created without its addresses (%v); the apiserver dropped status on create", name, created.Status.Addresses)
 	}
 	t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
