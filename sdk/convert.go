@@ -19,7 +19,7 @@ func toPBTable(t Table) *pb.Table {
 }
 
 func toPBDescribeResponse(r *DescribeResponse, caps []Capability) *pb.DescribeResponse {
-	out := &pb.DescribeResponse{Name: r.Name, Version: r.Version}
+	out := &pb.DescribeResponse{Name: r.Name, Version: r.Version, EncapOverhead: uint32(max(r.EncapOverhead, 0))}
 	for _, t := range r.Tables {
 		out.Tables = append(out.Tables, toPBTable(t))
 	}
@@ -79,9 +79,12 @@ func fromPBAssignment(a *pb.Assignment) Assignment {
 }
 
 func fromPBNodeFacts(n *pb.Facts) (NodeFacts, error) {
-	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromproto.MAC(n.GetGatewayMac()), MTU: int(n.GetMtu()), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType(),
-		UserspaceTSO: n.GetUserspaceTso()}
+	out := NodeFacts{Name: n.GetName(), GatewayMAC: fromproto.MAC(n.GetGatewayMac()), MTU: int(n.GetMtu()), PodMTU: int(n.GetPodMtu()),
+		Uplink: n.GetUplink(), Bridge: n.GetBridge(), DatapathType: n.GetDatapathType(), UserspaceTSO: n.GetUserspaceTso()}
 	var err error
+	if out.ExternalIPs, err = fromproto.Addrs(n.GetExternalIps()); err != nil {
+		return out, fmt.Errorf("node facts external IP: %w", err)
+	}
 	if out.PodCIDRs, err = fromproto.Prefixes(n.GetPodCidrs()); err != nil {
 		return out, fmt.Errorf("node facts pod CIDR: %w", err)
 	}
@@ -137,4 +140,18 @@ func fromPBNodeEvent(r *pb.NodeEventRequest) (NodeEventRequest, error) {
 
 func fromPBPort(p *pb.Port) Port {
 	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()), Owner: p.GetOwner()}
+}
+
+func fromPBEndpoint(e *pb.Endpoint) Endpoint {
+	return Endpoint{URL: e.GetUrl(), CAPEM: e.GetCaPem()}
+}
+
+func fromPBNodeFactsChanged(r *pb.NodeFactsChangedRequest) (NodeFactsChangedRequest, error) {
+	var out NodeFactsChangedRequest
+	var err error
+	if out.Old, err = fromPBNodeFacts(r.GetOld()); err != nil {
+		return out, err
+	}
+	out.New, err = fromPBNodeFacts(r.GetNew())
+	return out, err
 }

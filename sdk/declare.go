@@ -59,6 +59,7 @@ const (
 	CapPodInterface Capability = "pod-interface-events"
 	CapPacketIn     Capability = "packet-in"
 	CapNodeEvents   Capability = "node-events"
+	CapNodeFacts    Capability = "node-facts-events"
 )
 
 // Capabilities lists the capabilities f has.
@@ -78,6 +79,9 @@ func Capabilities(f Feature) []Capability {
 	}
 	if _, ok := f.(FlowRemovedHandler); ok {
 		cs = append(cs, CapFlowRemoved)
+	}
+	if _, ok := f.(NodeFactsSubscriber); ok {
+		cs = append(cs, CapNodeFacts)
 	}
 	return cs
 }

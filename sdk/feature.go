@@ -51,6 +51,14 @@ type NodeEventSubscriber interface {
 	NodeEvent(ctx context.Context, req NodeEventRequest, resp *NodeEventResponse) error
 }
 
+// NodeFactsSubscriber is told when the facts about this node change: a pod
+// CIDR assigned late or replaced, a new node IP, a new pod MTU because a
+// plugin declared an encapsulation overhead. Host.NodeFacts returns the new
+// facts from then on.
+type NodeFactsSubscriber interface {
+	NodeFactsChanged(ctx context.Context, req NodeFactsChangedRequest, resp *NodeFactsChangedResponse) error
+}
+
 // DescribeRequest is empty today.
 type DescribeRequest struct {
 	// Config is the plugin's config section from the agent config (JSON),
@@ -73,6 +81,11 @@ type DescribeResponse struct {
 	// zones, ct_mark bits, metadata bits); the host grants concrete values
 	// in Assignment.Grants. Using one that was not granted is refused.
 	Resources []Resource
+	// EncapOverhead is how many bytes the plugin's encapsulation adds to a
+	// pod packet on the wire (e.g. 50 for Geneve over IPv4). The host
+	// lowers NodeFacts.PodMTU by the largest overhead any plugin declares
+	// and tells every plugin, so pod interfaces fit the uplink.
+	EncapOverhead int
 }
 
 // StartRequest carries the assignment.
@@ -82,6 +95,9 @@ type StartRequest struct {
 	Node       NodeFacts
 	// Config is the plugin's section of the host config, as JSON.
 	Config []byte
+	// Cluster is how to reach the apiserver and the controller, with a
+	// token the host keeps fresh.
+	Cluster Cluster
 }
 
 // StartResponse is empty today.
@@ -217,3 +233,11 @@ type NodeEventRequest struct {
 
 // NodeEventResponse is empty today.
 type NodeEventResponse struct{}
+
+// NodeFactsChangedRequest carries the facts before and after a change.
+type NodeFactsChangedRequest struct {
+	Old, New NodeFacts
+}
+
+// NodeFactsChangedResponse is empty today.
+type NodeFactsChangedResponse struct{}

@@ -74,14 +74,27 @@ type PacketOut struct {
 	Data        []byte
 }
 
-// NodeFacts is what the host knows about its node.
+// NodeFacts is what the host knows about its node. The host learns them
+// from the node's Node object (spec.podCIDRs, status.addresses) and the
+// uplink interface; its config may override each one.
 type NodeFacts struct {
-	Name         string
-	PodCIDRs     []netip.Prefix
-	NodeIPs      []netip.Addr
-	GatewayIP    netip.Addr
-	GatewayMAC   net.HardwareAddr
-	MTU          int
+	Name string
+	// PodCIDRs are the node's pod ranges (spec.podCIDRs), one per family.
+	PodCIDRs []netip.Prefix
+	// NodeIPs are the node's InternalIP addresses.
+	NodeIPs []netip.Addr
+	// ExternalIPs are the node's ExternalIP addresses, if any.
+	ExternalIPs []netip.Addr
+	GatewayIP   netip.Addr
+	GatewayMAC  net.HardwareAddr
+	// MTU is the uplink's MTU: the interface that holds the first node IP.
+	MTU int
+	// PodMTU is the MTU pod interfaces get: MTU less the largest
+	// encapsulation overhead a plugin declared.
+	PodMTU int
+	// Uplink is the name of the interface holding the first node IP ("" if
+	// the host could not find it).
+	Uplink       string
 	Bridge       string
 	DatapathType string
 	// UserspaceTSO: the datapath is netdev and ovs-vswitchd takes packets

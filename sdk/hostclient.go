@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"switchyard.dev/switchyard/sdk/flow"
 	"switchyard.dev/switchyard/sdk/internal/fastwire"
@@ -71,3 +72,19 @@ func (h *hostClient) Synced(ctx context.Context) error {
 }
 
 func (h *hostClient) Logger() *slog.Logger { return h.logger }
+
+// token asks the host for the agent's current cluster token.
+func (h *hostClient) token(ctx context.Context) (string, time.Time, error) {
+	r, err := h.c.Token(ctx, &pb.Empty{})
+	if err != nil {
+		return "", time.Time{}, fromStatus(err)
+	}
+	if r.GetToken() == "" {
+		return "", time.Time{}, ErrNoToken
+	}
+	var exp time.Time
+	if r.GetExpiryUnix() > 0 {
+		exp = time.Unix(r.GetExpiryUnix(), 0)
+	}
+	return r.GetToken(), exp, nil
+}

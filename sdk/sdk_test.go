@@ -108,6 +108,14 @@ func (testFeature) Describe(_ context.Context, req sdk.DescribeRequest, r *sdk.D
 		r.Tables = append(r.Tables, sdk.Table{Name: "t.second", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, After: []string{"t.class"}})
 	}
 	r.Fields = []flow.Field{markField}
+	r.EncapOverhead = 50
+	return nil
+}
+
+func (testFeature) NodeFactsChanged(_ context.Context, req sdk.NodeFactsChangedRequest, _ *sdk.NodeFactsChangedResponse) error {
+	if req.Old.PodMTU != 1450 || req.New.PodMTU != 1400 || req.New.Uplink != "eth0" || len(req.New.ExternalIPs) != 1 {
+		return fmt.Errorf("node facts change lost fields: %+v", req)
+	}
 	return nil
 }
 
@@ -154,6 +162,17 @@ func (testFeature) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.Start
 	if _, err := h.MeterStats(ctx, 9); !errors.Is(err, sdk.ErrNotFound) {
 		return fmt.Errorf("MeterStats of a missing meter: %v, want ErrNotFound", err)
 	}
+	// The cluster endpoints came in the Start request; the token comes from
+	// the host on demand, and is reused for a while.
+	if req.Cluster.APIServer.URL != "https://192.0.2.1:6443" || string(req.Cluster.Controller.CAPEM) != "ca" {
+		return fmt.Errorf("cluster access = %+v", req.Cluster)
+	}
+	for range 2 {
+		tok, err := req.Cluster.Tokens.Token(ctx)
+		if err != nil || tok != "tok-1" {
+			return fmt.Errorf("token = %q, %v", tok, err)
+		}
+	}
 	return h.Synced(ctx)
 }
 
@@ -176,6 +195,14 @@ type fakeHost struct {
 	mu      sync.Mutex
 	batches []*flow.Batch
 	synced  bool
+	tokens  int
+}
+
+func (f *fakeHost) Token(context.Context) (string, time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens++
+	return fmt.Sprintf("tok-%d", f.tokens), time.Now().Add(time.Hour), nil
 }
 
 func (f *fakeHost) Apply(_ context.Context, b *flow.Batch) error {
@@ -261,11 +288,11 @@ func TestPluginRoundTrip(t *testing.T) {
 	}
 	wantDesc := &sdk.DescribeResponse{Name: "t", Version: "1.2.3",
 		Tables: []sdk.Table{{Name: "t.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissNext, Exported: true}},
-		Fields: []flow.Field{markField}}
+		Fields: []flow.Field{markField}, EncapOverhead: 50}
 	if diff := cmp.Diff(wantDesc, desc); diff != "" {
 		t.Errorf("describe (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]sdk.Capability{sdk.CapCNI, sdk.CapPodInterface, sdk.CapPacketIn, sdk.CapNodeEvents}, caps); diff != "" {
+	if diff := cmp.Diff([]sdk.Capability{sdk.CapCNI, sdk.CapPodInterface, sdk.CapPacketIn, sdk.CapNodeEvents, sdk.CapNodeFacts}, caps); diff != "" {
 		t.Errorf("capabilities (-want +got):\n%s", diff)
 	}
 
@@ -273,11 +300,15 @@ func TestPluginRoundTrip(t *testing.T) {
 	err = p.Start(ctx, sdkhost.StartArgs{
 		Assignment: sdk.Assignment{Tables: map[string]uint8{"t.class": 0}, Fields: map[string]flow.Bits{"mark": {Reg: 2, Width: 8}}, CookiePrefix: 1, Round: 1},
 		Node:       sdk.NodeFacts{Name: "node-1"}, Config: []byte(`{"x":1}`), Service: host,
+		Cluster: sdk.Cluster{APIServer: sdk.Endpoint{URL: "https://192.0.2.1:6443"}, Controller: sdk.Endpoint{URL: "192.0.2.1:10349", CAPEM: []byte("ca")}},
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	host.mu.Lock()
+	if host.tokens != 1 {
+		t.Errorf("the plugin asked the host for a token %d times for two uses within a minute, want 1", host.tokens)
+	}
 	if !host.synced || len(host.batches) != 1 {
 		t.Fatalf("synced=%v batches=%d, want synced after one batch", host.synced, len(host.batches))
 	}
@@ -317,6 +348,12 @@ func TestPluginRoundTrip(t *testing.T) {
 	if err := p.NodeEvent(ctx, sdk.NodeEventRequest{Kind: sdk.NodeUpdated, Node: sdk.NodeInfo{Name: "n2",
 		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.2.0/24")}, NodeIPs: []netip.Addr{netip.MustParseAddr("192.0.2.2")}}}); err != nil {
 		t.Errorf("NodeEvent: %v", err)
+	}
+	oldFacts := sdk.NodeFacts{Name: "node-1", MTU: 1500, PodMTU: 1450}
+	newFacts := oldFacts
+	newFacts.PodMTU, newFacts.Uplink, newFacts.ExternalIPs = 1400, "eth0", []netip.Addr{netip.MustParseAddr("203.0.113.9")}
+	if err := p.NodeFactsChanged(ctx, sdk.NodeFactsChangedRequest{Old: oldFacts, New: newFacts}); err != nil {
+		t.Errorf("NodeFactsChanged: %v", err)
 	}
 	if err := p.Ping(); err != nil {
 		t.Errorf("Ping: %v", err)
@@ -394,7 +431,8 @@ func TestCNIErrorCrossesTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := p.Start(ctx, sdkhost.StartArgs{Assignment: sdk.Assignment{Tables: map[string]uint8{"t.class": 0}, Fields: map[string]flow.Bits{"mark": {Reg: 2, Width: 8}}, CookiePrefix: 1, Round: 1},
-		Service: &fakeHost{}}); err != nil {
+		Service: &fakeHost{},
+		Cluster: sdk.Cluster{APIServer: sdk.Endpoint{URL: "https://192.0.2.1:6443"}, Controller: sdk.Endpoint{URL: "192.0.2.1:10349", CAPEM: []byte("ca")}}}); err != nil {
 		t.Fatal(err)
 	}
 	err = p.CNICheck(ctx, sdk.CNIArgs{ContainerID: "broken", IfName: "eth0"})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc/codes"
@@ -64,7 +65,12 @@ func (s *featureServer) Start(ctx context.Context, req *pb.StartRequest) (*pb.St
 	s.host = h
 	s.mu.Unlock()
 	s.logger.Debug("started by host", "cookie_prefix", asg.CookiePrefix, "round", asg.Round, "tables", len(asg.Tables))
-	err = s.f.Start(ctx, StartRequest{Host: h, Assignment: asg, Node: node, Config: req.GetConfig()}, &StartResponse{})
+	cl := Cluster{
+		APIServer:  fromPBEndpoint(req.GetCluster().GetApiserver()),
+		Controller: fromPBEndpoint(req.GetCluster().GetController()),
+		Tokens:     &cachedTokens{fetch: h.token, now: time.Now},
+	}
+	err = s.f.Start(ctx, StartRequest{Host: h, Assignment: asg, Node: node, Config: req.GetConfig(), Cluster: cl}, &StartResponse{})
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("start: %w", err))
 	}
@@ -150,6 +156,21 @@ func (s *featureServer) NodeEvent(ctx context.Context, req *pb.NodeEventRequest)
 		return nil, toStatus(err)
 	}
 	if err := h.NodeEvent(ctx, r, &NodeEventResponse{}); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+func (s *featureServer) NodeFactsChanged(ctx context.Context, req *pb.NodeFactsChangedRequest) (*pb.Empty, error) {
+	h, ok := s.f.(NodeFactsSubscriber)
+	if !ok {
+		return nil, unimplemented(CapNodeFacts)
+	}
+	r, err := fromPBNodeFactsChanged(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := h.NodeFactsChanged(ctx, r, &NodeFactsChangedResponse{}); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.Empty{}, nil

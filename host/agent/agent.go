@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/flowstore"
+	"switchyard.dev/switchyard/host/kube"
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/host/pipeline"
@@ -53,10 +52,11 @@ var (
 
 // Agent is the plugin host.
 type Agent struct {
-	log  *slog.Logger
-	sw   Switch
-	db   PortDB
-	node sdk.NodeFacts
+	log *slog.Logger
+	sw  Switch
+	db  PortDB
+	// ns is the node and cluster view (node.go).
+	ns nodeState
 
 	// lay orders batches against layout changes. A batch holds it shared
 	// from resolving to committing, so the layout it was checked against
@@ -104,45 +104,31 @@ type Agent struct {
 
 // New builds an agent over a connected switch and OVSDB. It only checks
 // and allocates; Start loads the persisted layout and does the rest.
+//
+// When the config sets node.podCIDRs (an explicit override, or a static
+// setup without an apiserver) the node facts are known at once; otherwise
+// they come from the Node object (JoinCluster).
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
-	node, err := nodeFacts(cfg)
-	if err != nil {
-		return nil, err
-	}
-	a := &Agent{log: log, sw: sw, db: db, node: node, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
+	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
 	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
 	a.arb = pipeline.New()
 	// Called under a.mu, from Plan.
 	a.store.KnownRound = func(owner string, round uint16) bool { return a.bornRounds[owner][round] }
+	a.ns.facts = BaseFacts(cfg)
+	if len(cfg.Node.PodCIDRs) > 0 {
+		f, warn, err := kube.Facts(a.ns.facts, kube.Observed{}, cfg.Node, kube.Uplink)
+		if err != nil {
+			return nil, err
+		}
+		if warn != "" {
+			log.Warn(warn)
+		}
+		a.ns.facts = a.podMTULocked(f)
+		a.ns.known = true
+	}
 	return a, nil
-}
-
-func nodeFacts(cfg *config.Config) (sdk.NodeFacts, error) {
-	n := sdk.NodeFacts{Name: cfg.NodeName, MTU: cfg.Node.MTU, Bridge: cfg.Bridge.Name, DatapathType: cfg.Bridge.DatapathType,
-		UserspaceTSO: UserspaceTSO(cfg)}
-	for _, s := range cfg.Node.PodCIDRs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return n, err
-		}
-		n.PodCIDRs = append(n.PodCIDRs, p)
-	}
-	for _, s := range cfg.Node.NodeIPs {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			return n, err
-		}
-		n.NodeIPs = append(n.NodeIPs, ip)
-	}
-	if cfg.Node.GatewayIP != "" {
-		n.GatewayIP, _ = netip.ParseAddr(cfg.Node.GatewayIP)
-	}
-	if cfg.Node.GatewayMAC != "" {
-		n.GatewayMAC, _ = net.ParseMAC(cfg.Node.GatewayMAC)
-	}
-	return n, nil
 }
 
 func loadState(path string) (*pipeline.Arbiter, error) {
@@ -329,6 +315,7 @@ func (a *Agent) events(ctx context.Context) {
 			}
 			switch ev.Kind {
 			case openflow.EventConnected:
+				a.setOVSConnected(true)
 				if ev.Reconnect {
 					a.log.Warn("switch connection re-established; replaying all flows", "new_datapath", ev.NewDatapath)
 					if err := a.Replay(ctx); err != nil {
@@ -336,6 +323,7 @@ func (a *Agent) events(ctx context.Context) {
 					}
 				}
 			case openflow.EventDisconnected:
+				a.setOVSConnected(false)
 				a.log.Warn("switch connection lost", "error", ev.Err)
 			case openflow.EventPacketIn:
 				a.packetIn(ev.PacketIn)

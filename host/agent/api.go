@@ -132,8 +132,10 @@ func (a *Agent) Flows(owner string) []string {
 //	GET /v1/tables               table layout: pipeline, stage, table, ID, owner
 //	GET /v1/flows?plugin=NAME    a plugin's flows, canonical text
 //	GET /v1/resources            ct zones, ct_mark and metadata bits: owner, value, published
+//	GET /readyz, GET /livez      readiness (see NotReady) and liveness
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
+	a.healthRoutes(mux)
 	reply := func(w http.ResponseWriter, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -176,4 +178,48 @@ func (a *Agent) ServeAPI(ctx context.Context, socketDir string) (string, error) 
 		}
 	}()
 	return path, nil
+}
+
+// healthRoutes adds /readyz (200 "ok", or 503 listing what is missing, one
+// line each) and /livez (200 while the agent serves at all: a wedged agent
+// stops answering and kubelet restarts it).
+func (a *Agent) healthRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		missing := a.NotReady()
+		if len(missing) == 0 {
+			_, _ = w.Write([]byte("ok\n"))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		for _, m := range missing {
+			_, _ = fmt.Fprintf(w, "not ready: %s\n", m)
+		}
+	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// ServeHealth serves /readyz and /livez on a TCP address (kubelet's
+// probes) until ctx ends; it returns the address it listens on.
+func (a *Agent) ServeHealth(ctx context.Context, addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("health port: %w (set health.port to a free port, or 0 to serve health on the API socket only)", err)
+	}
+	mux := http.NewServeMux()
+	a.healthRoutes(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("health endpoint stopped", "error", err)
+		}
+	}()
+	return l.Addr().String(), nil
 }

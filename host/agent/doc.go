@@ -9,6 +9,16 @@
 // packet-in registers and ct state, and forgets flows the switch times out
 // (FLOW_REMOVED), telling the owner if it asked.
 //
+// The API also serves /readyz and /livez.
+//
+// The agent joins the cluster through host/kube (cluster.go): its own Node
+// becomes the node facts plugins get, every other Node a node event, both
+// fanned out to the subscribed plugins from one informer (node.go); plugins
+// get the apiserver and controller endpoints and the agent's token in their
+// Start request. Plugins start once the node facts are known; a CNI ADD
+// that comes earlier waits (config readyWait) and then fails with "try
+// again later" naming what is missing.
+//
 // A restarted plugin re-submits all its flows; those the switch already
 // holds unchanged are not sent again (flowstore.Change.Refresh) and keep
 // the cookie of the round that installed them. Synced then deletes what

@@ -150,7 +150,15 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 	return nil
 }
 
-func (s *service) NodeFacts(context.Context) (sdk.NodeFacts, error) { return s.a.node, nil }
+func (s *service) NodeFacts(context.Context) (sdk.NodeFacts, error) { return s.a.NodeFacts(), nil }
+
+func (s *service) Token(context.Context) (string, time.Time, error) {
+	t, exp, err := s.a.clusterToken()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("plugin %q: %w", s.name(), err)
+	}
+	return t, exp, nil
+}
 
 func (s *service) Synced(ctx context.Context) error {
 	if _, err := s.a.Synced(ctx, s.name()); err != nil {

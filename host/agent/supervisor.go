@@ -190,6 +190,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 			return &permanentError{fmt.Errorf("plugin %q handles CNI, but plugin %q already does on this node; a node has one CNI plugin: disable one of them", r.spec.Name, other)}
 		}
 	}
+	r.a.setOverhead(ctx, r.spec.Name, desc.EncapOverhead)
 	r.a.lay.Lock()
 	_, err = r.a.registerLocked(callCtx, r.spec.Name, desc)
 	asg, _ := r.a.arb.Assignment(r.spec.Name)
@@ -205,7 +206,8 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 		"round", asg.Round, "cookie_prefix", asg.CookiePrefix, "tables", asg.Tables)
 	svc := &service{a: r.a, r: r}
 	r.set(func(r *runner) { r.startedAt = time.Now() })
-	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.node, Config: r.spec.Config, Service: svc}); err != nil {
+	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.NodeFacts(), Config: r.spec.Config, Service: svc,
+		Cluster: r.a.clusterAccess()}); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	r.a.admit(callCtx, r, p, caps)
@@ -364,6 +366,7 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 		if !keep {
 			// Listed as unloading until everything of it is gone.
 			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
+			a.setOverhead(ctx, p.Name, 0)
 			if r != nil {
 				r.stop()
 				r.set(func(r *runner) { r.state = StateUnloading })

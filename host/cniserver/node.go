@@ -21,6 +21,8 @@ type NodeOptions struct {
 	SocketDir, StateDir string
 	// Handler finds the CNI-capable plugin (see FromPlugin).
 	Handler Resolver
+	// WaitReady, if set, gates each ADD (see Options.WaitReady).
+	WaitReady func(ctx context.Context) error
 	// Ports, if set, is used to reconcile the store at start.
 	Ports ifstore.PortView
 	// Publish, if set, receives every pod interface change (first a replay
@@ -36,7 +38,9 @@ type Node struct {
 	Store  *ifstore.Store
 	Socket string
 	unsub  func()
-	done   chan error
+	// lateUnsub ends the Subscribe feed; Subscribe runs before Stop.
+	lateUnsub func()
+	done      chan error
 }
 
 // StartNode opens and reconciles the interface store, starts publishing
@@ -63,7 +67,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if o.Publish != nil {
 		n.unsub = store.Subscribe(func(ctx context.Context, e ifstore.Event) { o.Publish(ctx, PodInterfaceEvent(e)) })
 	}
-	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, Store: store, Logger: o.Logger})
+	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger})
 	if err == nil {
 		err = n.Server.Listen()
 	}
@@ -84,6 +88,16 @@ func (n *Node) Stop(grace time.Duration) {
 	if n.unsub != nil {
 		n.unsub()
 	}
+	if n.lateUnsub != nil {
+		n.lateUnsub()
+	}
+}
+
+// Subscribe starts publishing to fn, first a replay of every current
+// interface: for an agent that serves CNI (so early ADDs can wait for it)
+// before the plugins that subscribe are running. Call it at most once.
+func (n *Node) Subscribe(fn func(context.Context, sdk.PodInterfaceEventRequest)) {
+	n.lateUnsub = n.Store.Subscribe(func(ctx context.Context, e ifstore.Event) { fn(ctx, PodInterfaceEvent(e)) })
 }
 
 // PodInterfaceEvent converts a store event to the SDK's event.

@@ -34,6 +34,10 @@ type Options struct {
 	Socket string
 	// Handler finds the CNI-capable plugin for each request.
 	Handler Resolver
+	// WaitReady, if set, is called before each ADD: it waits (up to its own
+	// bound) for the agent to be ready, and its error, naming what is not
+	// ready, fails the ADD with "try again later" (CNI error 11).
+	WaitReady func(ctx context.Context) error
 	// Store records attached interfaces.
 	Store *ifstore.Store
 	// LockWait bounds how long a request waits for another request on the
@@ -228,6 +232,13 @@ func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddRespon
 	if verr != nil {
 		s.log.Warn("rejected CNI ADD", "container", r.GetContainerId(), "error", verr.GetMsg())
 		return &cnipb.AddResponse{Error: verr}, nil
+	}
+	if s.o.WaitReady != nil {
+		if err := s.o.WaitReady(ctx); err != nil {
+			req.log.Warn("CNI ADD before the agent is ready; the runtime will retry", "error", err)
+			return &cnipb.AddResponse{Error: perr(types.ErrTryAgainLater, err.Error(),
+				"the runtime retries; if this persists, GET /readyz on the agent (or its log) says what it waits for")}, nil
+		}
 	}
 	var result *cnipb.Result
 	e := s.withLock(ctx, req, func() *cnipb.Error {

@@ -2,6 +2,7 @@ package cniserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -305,3 +306,23 @@ func TestNewRequiresHandlerAndStore(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// An ADD that arrives before the agent is ready is held by WaitReady and,
+// when that gives up, fails with "try again later" naming what is missing;
+// the plugin is never called.
+func TestAddWaitsForReadiness(t *testing.T) {
+	p := &plugin{}
+	e := start(t, p, Options{WaitReady: func(context.Context) error {
+		return errors.New("switchyard agent is not ready after 10s: node facts: Node n1 has no pod CIDR yet")
+	}})
+	resp, err := e.client.Add(context.Background(), e.req("early"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetError().GetCode() != uint32(types.ErrTryAgainLater) || !strings.Contains(resp.GetError().GetMsg(), "has no pod CIDR yet") {
+		t.Errorf("early ADD = %v, want code 11 naming the missing pod CIDR", resp.GetError())
+	}
+	if len(p.Calls()) != 0 {
+		t.Errorf("an ADD before readiness reached the plugin: %v", p.Calls())
+	}
+}

@@ -30,6 +30,38 @@ type Config struct {
 	LogLevel  string   `mapstructure:"logLevel"`
 	// HealthInterval is how often each plugin is pinged.
 	HealthInterval time.Duration `mapstructure:"healthInterval"`
+	// Kubeconfig is the kubeconfig file the agent reaches the apiserver
+	// with when it does not run as a pod (in a pod it uses the in-cluster
+	// config). Empty outside a pod: no apiserver, node facts come from
+	// node.* only (a static setup).
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// TokenFile is the agent's ServiceAccount token, handed to plugins as
+	// their cluster credential; empty takes the one the apiserver client
+	// uses (the in-cluster token, or the kubeconfig's tokenFile).
+	TokenFile  string     `mapstructure:"tokenFile"`
+	Controller Controller `mapstructure:"controller"`
+	Health     Health     `mapstructure:"health"`
+	// ReadyWait bounds how long a CNI ADD waits for the agent to become
+	// ready before it fails with "try again later".
+	ReadyWait time.Duration `mapstructure:"readyWait"`
+}
+
+// Controller says where switchyard-controller serves its distribution API;
+// plugins (netpol) get it with the agent's token.
+type Controller struct {
+	// Address is host:port; empty when no controller runs.
+	Address string `mapstructure:"address"`
+	// CAFile is the PEM CA of the controller's serving certificate.
+	CAFile string `mapstructure:"caFile"`
+}
+
+// Health configures the TCP listener for kubelet's probes; /readyz and
+// /livez are always served on the agent's API socket too.
+type Health struct {
+	// Port is the TCP port; 0 serves no TCP listener.
+	Port int `mapstructure:"port"`
+	// BindAddress is the address to listen on (default all).
+	BindAddress string `mapstructure:"bindAddress"`
 }
 
 // Bridge is the integration bridge.
@@ -62,7 +94,9 @@ type OVS struct {
 // MgmtSocket is the bridge's OpenFlow management socket.
 func (c *Config) MgmtSocket() string { return c.OVS.RunDir + "/" + c.Bridge.Name + ".mgmt" }
 
-// Node holds facts about this node handed to plugins.
+// Node holds explicit overrides of the facts the agent learns from its
+// Node object (spec.podCIDRs, status.addresses) and uplink (MTU). Leave
+// them empty in a cluster.
 type Node struct {
 	PodCIDRs   []string `mapstructure:"podCIDRs"`
 	NodeIPs    []string `mapstructure:"nodeIPs"`
@@ -119,7 +153,14 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("ovs.runDir", "/var/run/openvswitch")
 	v.SetDefault("runDir", "/var/run/switchyard")
 	v.SetDefault("socketDir", "/var/run/switchyard")
-	v.SetDefault("node.mtu", 1450)
+	v.SetDefault("node.mtu", 0)
+	v.SetDefault("kubeconfig", "")
+	v.SetDefault("tokenFile", "")
+	v.SetDefault("controller.address", "")
+	v.SetDefault("controller.caFile", "")
+	v.SetDefault("health.port", 0)
+	v.SetDefault("health.bindAddress", "")
+	v.SetDefault("readyWait", "10s")
 	v.SetDefault("node.gatewayIP", "")
 	v.SetDefault("node.gatewayMAC", "")
 	v.SetDefault("limits.maxFlows", 200000)
@@ -141,12 +182,14 @@ func Flags(fs *pflag.FlagSet) {
 	fs.String("run-dir", "", "agent state directory (overrides runDir)")
 	fs.String("socket-dir", "", "agent API socket directory (overrides socketDir)")
 	fs.String("log-level", "", "debug, info, warn or error (overrides logLevel)")
+	fs.String("kubeconfig", "", "kubeconfig file, when not running as a pod (overrides kubeconfig)")
+	fs.Int("health-port", 0, "TCP port serving /readyz and /livez for kubelet probes (overrides health.port)")
 }
 
 var flagKeys = map[string]string{
 	"node-name": "nodeName", "bridge": "bridge.name", "datapath-type": "bridge.datapathType",
 	"ovs-db-socket": "ovs.dbSocket", "ovs-run-dir": "ovs.runDir", "run-dir": "runDir",
-	"socket-dir": "socketDir", "log-level": "logLevel",
+	"socket-dir": "socketDir", "log-level": "logLevel", "kubeconfig": "kubeconfig", "health-port": "health.port",
 }
 
 // Load reads the config: file (from --config, or path if fs is nil), then
@@ -185,6 +228,10 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.NodeName == "" {
+		// The DaemonSet passes the node name through the downward API.
+		c.NodeName = os.Getenv("NODE_NAME")
 	}
 	if err := pluginSections(raw, &c); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
@@ -232,7 +279,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	if c.NodeName == "" {
-		bad("nodeName", "required (the Kubernetes node name; flag --node-name or SWITCHYARD_NODENAME)")
+		bad("nodeName", "required (the Kubernetes node name; flag --node-name, SWITCHYARD_NODENAME or NODE_NAME from the downward API)")
 	}
 	if c.Bridge.Name == "" || len(c.Bridge.Name) > 15 {
 		bad("bridge.name", "%q must be 1-15 characters (a Linux interface name)", c.Bridge.Name)
@@ -273,8 +320,29 @@ func (c *Config) Validate() error {
 			bad("node.gatewayMAC", "%q is not a MAC address", c.Node.GatewayMAC)
 		}
 	}
-	if c.Node.MTU < 576 || c.Node.MTU > 9216 {
-		bad("node.mtu", "%d out of range 576-9216", c.Node.MTU)
+	if c.Node.MTU != 0 && (c.Node.MTU < 576 || c.Node.MTU > 9216) {
+		bad("node.mtu", "%d out of range 576-9216 (0 takes the uplink's MTU)", c.Node.MTU)
+	}
+	if c.Kubeconfig != "" {
+		if _, err := os.Stat(c.Kubeconfig); err != nil {
+			bad("kubeconfig", "%v (set kubeconfig, SWITCHYARD_KUBECONFIG or --kubeconfig to a readable kubeconfig file)", err)
+		}
+	}
+	if c.Controller.Address != "" {
+		if _, _, err := net.SplitHostPort(c.Controller.Address); err != nil {
+			bad("controller.address", "%q must be host:port", c.Controller.Address)
+		}
+	}
+	if c.Controller.CAFile != "" {
+		if _, err := os.Stat(c.Controller.CAFile); err != nil {
+			bad("controller.caFile", "%v", err)
+		}
+	}
+	if c.Health.Port < 0 || c.Health.Port > 65535 {
+		bad("health.port", "%d must be 0 (off) or a TCP port", c.Health.Port)
+	}
+	if c.ReadyWait < 0 || c.ReadyWait > 5*time.Minute {
+		bad("readyWait", "%v must be between 0 and 5m", c.ReadyWait)
 	}
 	checkLimits := func(prefix string, l Limits, global bool) {
 		if l.MaxFlows < 0 || (global && l.MaxFlows == 0) {

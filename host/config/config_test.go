@@ -83,6 +83,7 @@ runDir: relative
 node:
   podCIDRs: [10.10.1.0/33]
   gatewayMAC: zz
+kubeconfig: /does/not/kubeconfig
 limits:
   maxBatch: 100000
 plugins:
@@ -102,6 +103,7 @@ plugins:
 		`runDir: "relative" must be an absolute directory path`,
 		`node.podCIDRs[0]: "10.10.1.0/33" is not a CIDR`,
 		`node.gatewayMAC: "zz" is not a MAC address`,
+		"kubeconfig: stat /does/not/kubeconfig: no such file or directory (set kubeconfig, SWITCHYARD_KUBECONFIG or --kubeconfig",
 		"limits.maxBatch: 100000 must be 1-50000",
 		"plugins[0].path: " + notExec + " is not an executable file",
 		`plugins[1].name: "a" is already used by plugins[0]`,
@@ -112,5 +114,26 @@ plugins:
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not contain %q:\n%v", want, err)
 		}
+	}
+}
+
+// In a DaemonSet the node name comes from the downward API as NODE_NAME;
+// the config file's nodeName, when set, wins.
+func TestNodeNameFromDownwardAPI(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("NODE_NAME", "node-downward")
+	for _, tc := range []struct{ name, file, want string }{
+		{"env only", "bridge: {name: br-int}\n", "node-downward"},
+		{"config wins", "nodeName: node-file\n", "node-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, dir, "agent.yaml", tc.file, 0o644), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.NodeName != tc.want {
+				t.Errorf("nodeName = %q, want %q", c.NodeName, tc.want)
+			}
+		})
 	}
 }

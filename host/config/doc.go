@@ -1,8 +1,9 @@
 // Package config loads switchyard-agent's configuration: a YAML file,
 // overridden by SWITCHYARD_* environment variables (SWITCHYARD_BRIDGE_NAME,
 // SWITCHYARD_NODENAME, ...), overridden by flags (--node-name, --bridge, ...;
-// see Flags). Load refuses a bad config listing every problem with the key
-// that caused it. Where to start: Load and Config.
+// see Flags). The node name also comes from NODE_NAME (the DaemonSet's
+// downward API). Load refuses a bad config listing every problem with the
+// key that caused it. Where to start: Load and Config.
 //
 // Example:
 //
@@ -16,7 +17,12 @@
 //	  runDir: /var/run/openvswitch                  # holds br-int.mgmt
 //	runDir: /var/run/switchyard                     # state.json: table layout, cookie prefixes
 //	socketDir: /var/run/switchyard                  # agent.sock: introspection API
-//	node: {podCIDRs: [10.244.1.0/24], nodeIPs: [192.168.0.11], mtu: 1450}
+//	kubeconfig: /etc/switchyard/kubeconfig          # outside a pod; in a pod the in-cluster config
+//	tokenFile: ""                                   # the agent's SA token for plugins (default: the client's)
+//	controller: {address: switchyard-controller:10349, caFile: /etc/switchyard/controller-ca.crt}
+//	health: {port: 10351}                           # /readyz and /livez over TCP (0: socket only)
+//	readyWait: 10s                                  # how long an early CNI ADD waits for readiness
+//	node: {mtu: 0}                                  # overrides only: podCIDRs, nodeIPs, mtu come from the Node and uplink
 //	limits: {maxFlows: 200000, maxBatch: 20000, requestsPerSecond: 200, burst: 400}
 //	plugins:                                        # started in this order
 //	  - name: podnet

@@ -107,6 +107,14 @@ func (c *Cluster) AddPod(t testenv.T, spec PodSpec) *Pod {
 	return p
 }
 
+// TryAddPod is AddPod for a pod that may fail to start: it returns the
+// error (a CNI error keeps its code, see libcni's *types.Error) instead of
+// failing the test. Whatever was created is removed on cleanup.
+func (c *Cluster) TryAddPod(t testenv.T, spec PodSpec) (*Pod, error) {
+	t.Helper()
+	return c.addPod(t, spec)
+}
+
 func (c *Cluster) addPod(t testenv.T, spec PodSpec) (*Pod, error) {
 	if spec.Namespace == "" {
 		spec.Namespace = "default"

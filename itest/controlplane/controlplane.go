@@ -44,6 +44,7 @@ type ControlPlane struct {
 	Dir string
 
 	etcd, apiserver *testenv.Process
+	apiserverSpec   testenv.ProcessSpec
 }
 
 // Options tunes StartWithOptions.
@@ -130,7 +131,7 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 		return err
 	}
 	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	cp.apiserver, err = testenv.StartProcess(testenv.ProcessSpec{
+	cp.apiserverSpec = testenv.ProcessSpec{
 		Name: "kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Dir: cp.Dir,
 		Args: []string{
 			"--etcd-servers=" + clientURL,
@@ -148,7 +149,8 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 			"--endpoint-reconciler-type=none",
 			"--allow-privileged=true", "--profiling=false", "--v=1",
 		},
-	})
+	}
+	cp.apiserver, err = testenv.StartProcess(cp.apiserverSpec)
 	if err != nil {
 		return err
 	}
@@ -185,6 +187,53 @@ func (cp *ControlPlane) Stop() {
 	if cp.etcd != nil {
 		cp.etcd.Stop(5 * time.Second)
 	}
+}
+
+// StopAPIServer stops kube-apiserver alone (etcd keeps the data), as an
+// apiserver outage would.
+func (cp *ControlPlane) StopAPIServer() { cp.apiserver.Stop(5 * time.Second) }
+
+// StartAPIServer starts kube-apiserver again on the same port, with the
+// same keys and data, and waits until it is ready.
+func (cp *ControlPlane) StartAPIServer() error {
+	p, err := testenv.StartProcess(cp.apiserverSpec)
+	if err != nil {
+		return err
+	}
+	cp.apiserver = p
+	return waitHTTP("kube-apiserver /readyz", cp.apiserver, cp.URL+"/readyz", cp.Config, 60*time.Second)
+}
+
+// StartAPIServerElsewhere starts a second kube-apiserver on the same etcd
+// but another loopback port, and returns an admin client configuration for
+// it and its stop function. While the usual one is stopped, this lets a
+// test change the cluster where no agent (whose kubeconfig names the usual
+// port) can see it: the changes an agent misses during an outage.
+func (cp *ControlPlane) StartAPIServerElsewhere() (*rest.Config, func(), error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := cp.apiserverSpec
+	spec.Name = "kube-apiserver-elsewhere"
+	spec.Args = append([]string(nil), spec.Args...)
+	for i, a := range spec.Args {
+		if strings.HasPrefix(a, "--secure-port=") {
+			spec.Args[i] = fmt.Sprintf("--secure-port=%d", port)
+		}
+	}
+	p, err := testenv.StartProcess(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() { p.Stop(5 * time.Second) }
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+	if err := waitHTTP("second kube-apiserver /readyz", p, cfg.Host+"/readyz", cfg, 60*time.Second); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return cfg, stop, nil
 }
 
 // APIServerLog returns the tail of the apiserver log, for failure messages.

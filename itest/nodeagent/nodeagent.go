@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +21,7 @@ import (
 	"switchyard.dev/switchyard/cni/cnipb"
 	"switchyard.dev/switchyard/cni/conflist"
 	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/controlplane"
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
@@ -43,6 +48,40 @@ type Options struct {
 	// Config adds keys to a plugin's config section, by plugin name; each
 	// value is written as JSON (which YAML reads).
 	Config map[string]map[string]any
+
+	// ControlPlane, if set, makes the agent join the cluster as a
+	// DaemonSet pod would: a kubeconfig naming the apiserver (forwarded
+	// into the node) with a ServiceAccount token bound to the node's agent
+	// Pod object (TokenRequest). Its config then holds no pod CIDRs or node
+	// IPs: it learns them from its Node. Without it the agent runs static,
+	// with the node's pod CIDRs and IP in its config (suites that run no
+	// apiserver).
+	ControlPlane *controlplane.ControlPlane
+	// ServiceAccount is the agent pod's ServiceAccount: the default,
+	// AgentServiceAccount, gets the RBAC manifests/rbac.yaml ships; any
+	// other name gets none.
+	ServiceAccount string
+	// NodeName overrides the agent's node name (default: the node's).
+	NodeName string
+	// Kubeconfig, if set, replaces the kubeconfig the harness writes.
+	Kubeconfig string
+	// Extra plugins are enabled after Enabled, in order.
+	Extra []Plugin
+	// HealthPort, if set, serves /readyz and /livez on that TCP port.
+	HealthPort int
+	// ReadyWait bounds how long an early CNI ADD waits (agent default if 0).
+	ReadyWait time.Duration
+	// NoWait returns as soon as the agent runs, without waiting for it to
+	// serve CNI (for agents that are not meant to get ready).
+	NoWait bool
+}
+
+// Plugin is an extra plugin to enable.
+type Plugin struct {
+	Name, Path string
+	Args       []string
+	// Config is the plugin's section, as YAML flow text (e.g. {a: 1}).
+	Config string
 }
 
 // Agent is a running switchyard-agent.
@@ -51,9 +90,14 @@ type Agent struct {
 	Dir        string
 	ConfigPath string
 	CNISocket  string
-	Process    *testenv.Process
+	// APISocket serves the agent's introspection API, /readyz and /livez.
+	APISocket string
+	// TokenFile is the agent's ServiceAccount token (apiserver mode).
+	TokenFile string
+	Process   *testenv.Process
 
-	bin string
+	bin    string
+	noWait bool
 }
 
 // Start configures and starts the agent on n and installs CNI there.
@@ -72,20 +116,49 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 		}
 	}
 	a.CNISocket = filepath.Join(a.Dir, "sock", "cni.sock")
-	cidrs := o.PodCIDRs
-	if cidrs == nil {
-		cidrs = []string{n.PodCIDR.String()}
-		if n.PodCIDRv6 != nil {
-			cidrs = append(cidrs, n.PodCIDRv6.String())
-		}
+	a.APISocket = filepath.Join(a.Dir, "sock", "agent.sock")
+	nodeName := n.Name
+	if o.NodeName != "" {
+		nodeName = o.NodeName
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "nodeName: %s\n", n.Name)
+	fmt.Fprintf(&b, "nodeName: %s\n", nodeName)
 	fmt.Fprintf(&b, "bridge:\n  name: br-int\n  datapathType: netdev\n")
 	fmt.Fprintf(&b, "ovs:\n  dbSocket: %s\n  runDir: %s\n", n.OVS.DBSock, n.OVS.Dir)
 	fmt.Fprintf(&b, "runDir: %s\nsocketDir: %s\n", filepath.Join(a.Dir, "run"), filepath.Join(a.Dir, "sock"))
 	fmt.Fprintf(&b, "logLevel: %s\n", o.LogLevel)
-	fmt.Fprintf(&b, "node:\n  mtu: 1450\n  podCIDRs: [%s]\n  nodeIPs: [%s]\n", strings.Join(cidrs, ", "), n.UnderlayIP)
+	if o.ControlPlane != nil {
+		sa := o.ServiceAccount
+		if sa == "" {
+			sa = AgentServiceAccount
+			grantAgentRBAC(t, o.ControlPlane)
+		}
+		id := makeIdentity(t, o.ControlPlane, n, a.Dir, sa)
+		a.TokenFile = id.tokenFile
+		kc := id.kubeconfig
+		if o.Kubeconfig != "" {
+			kc = o.Kubeconfig
+		}
+		fmt.Fprintf(&b, "kubeconfig: %s\n", kc)
+		if len(o.PodCIDRs) > 0 {
+			fmt.Fprintf(&b, "node:\n  podCIDRs: [%s]\n", strings.Join(o.PodCIDRs, ", "))
+		}
+	} else {
+		cidrs := o.PodCIDRs
+		if cidrs == nil {
+			cidrs = []string{n.PodCIDR.String()}
+			if n.PodCIDRv6 != nil {
+				cidrs = append(cidrs, n.PodCIDRv6.String())
+			}
+		}
+		fmt.Fprintf(&b, "node:\n  mtu: 1450\n  podCIDRs: [%s]\n  nodeIPs: [%s]\n", strings.Join(cidrs, ", "), n.UnderlayIP)
+	}
+	if o.HealthPort != 0 {
+		fmt.Fprintf(&b, "health:\n  port: %d\n", o.HealthPort)
+	}
+	if o.ReadyWait != 0 {
+		fmt.Fprintf(&b, "readyWait: %s\n", o.ReadyWait)
+	}
 	fmt.Fprintf(&b, "plugins:\n")
 	for _, name := range o.Enabled {
 		path, ok := o.Bins.Plugins[name]
@@ -105,11 +178,14 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 			fmt.Fprintf(&b, "    %s: %s\n", k, v)
 		}
 	}
+	for _, p := range o.Extra {
+		writePlugin(&b, p)
+	}
 	a.ConfigPath = filepath.Join(a.Dir, "agent.yaml")
 	if err := os.WriteFile(a.ConfigPath, []byte(b.String()), 0o644); err != nil {
 		t.Fatalf("%v", err)
 	}
-	a.bin = o.Bins.Agent
+	a.bin, a.noWait = o.Bins.Agent, o.NoWait
 	a.Run(t)
 	if _, err := conflist.Install(o.Bins.CNI, conflist.Options{ConfDir: n.CNIConfDir, BinDir: n.CNIBinDir, Socket: a.CNISocket}); err != nil {
 		t.Fatalf("installing CNI on %s: %v", n.Name, err)
@@ -123,6 +199,9 @@ func (a *Agent) Run(t testenv.T) {
 	t.Helper()
 	n := a.Node
 	a.Process = n.StartProcess(t, "switchyard-agent", a.bin, []string{"--config", a.ConfigPath})
+	if a.noWait {
+		return
+	}
 	err := testenv.Eventually("switchyard-agent on "+n.Name+" to answer CNI STATUS on "+a.CNISocket, 60*time.Second, 100*time.Millisecond, func() error {
 		if a.Process.Exited() {
 			return testenv.Permanent(fmt.Errorf("switchyard-agent on %s exited:\n%s", n.Name, a.Process.Tail(30)))
@@ -171,4 +250,64 @@ func (a *Agent) Status() error {
 		return fmt.Errorf("CNI STATUS: %s", e.GetMsg())
 	}
 	return nil
+}
+
+// Readyz asks the agent's API socket for /readyz: the HTTP status and the
+// body (which names what is missing when not ready).
+func (a *Agent) Readyz() (int, string, error) { return a.Get("/readyz") }
+
+// Livez asks the agent's API socket for /livez.
+func (a *Agent) Livez() (int, string, error) { return a.Get("/livez") }
+
+// Get does GET path on the agent's API socket: status and body.
+func (a *Agent) Get(path string) (int, string, error) {
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", a.APISocket)
+		}}}
+	resp, err := c.Get("http://agent" + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// Log returns the agent's whole log so far.
+func (a *Agent) Log() string {
+	b, _ := os.ReadFile(a.Process.LogPath)
+	return string(b)
+}
+
+// writePlugin appends one entry of the config's plugins list.
+func writePlugin(b *strings.Builder, p Plugin) {
+	fmt.Fprintf(b, "- name: %s\n  path: %s\n", p.Name, p.Path)
+	if len(p.Args) > 0 {
+		fmt.Fprintf(b, "  args: [%s]\n", strings.Join(p.Args, ", "))
+	}
+	if p.Config != "" {
+		fmt.Fprintf(b, "  config: %s\n", p.Config)
+	}
+}
+
+// Enable adds plugins to the end of the agent's config and reloads it
+// (SIGHUP), as an operator enabling a feature would.
+func (a *Agent) Enable(t testenv.T, ps ...Plugin) {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range ps {
+		writePlugin(&b, p)
+	}
+	f, err := os.OpenFile(a.ConfigPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(b.String())
+		f.Close()
+	}
+	if err == nil {
+		err = syscall.Kill(a.Process.Pid(), syscall.SIGHUP)
+	}
+	if err != nil {
+		t.Fatalf("enabling plugins on %s: %v", a.Node.Name, err)
+	}
 }

@@ -21,7 +21,7 @@ func TestRealAgentServesCNI(t *testing.T) {
 	cp := controlplane.Start(t)
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"], Plugins: map[string]string{"podnet": bins["podnet"]}}
 	c := cluster.Start(t, cluster.Options{Nodes: 1, Client: cp.Client, StartAgent: func(t testenv.T, n *cluster.Node) {
-		nodeagent.Start(t, n, nodeagent.Options{Bins: nb})
+		nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp})
 	}})
 	n := c.Nodes[0]
 	a := c.AddPod(t, cluster.PodSpec{Name: "a", Namespace: "demo", Node: n})

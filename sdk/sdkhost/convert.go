@@ -37,6 +37,7 @@ func toPBNodeFacts(n sdk.NodeFacts) *pb.Facts {
 		Name: n.Name, PodCidrs: toproto.Prefixes(n.PodCIDRs), NodeIps: toproto.Addrs(n.NodeIPs),
 		GatewayIp: toproto.Addr(n.GatewayIP), GatewayMac: n.GatewayMAC, Mtu: uint32(n.MTU),
 		Bridge: n.Bridge, DatapathType: n.DatapathType, UserspaceTso: n.UserspaceTSO,
+		PodMtu: uint32(max(n.PodMTU, 0)), ExternalIps: toproto.Addrs(n.ExternalIPs), Uplink: n.Uplink,
 	}
 }
 
@@ -87,7 +88,7 @@ func fromPBTable(t *pb.Table) (sdk.Table, error) {
 }
 
 func fromPBDescribeResponse(r *pb.DescribeResponse) (*sdk.DescribeResponse, []sdk.Capability, error) {
-	out := &sdk.DescribeResponse{Name: r.GetName(), Version: r.GetVersion()}
+	out := &sdk.DescribeResponse{Name: r.GetName(), Version: r.GetVersion(), EncapOverhead: int(min(r.GetEncapOverhead(), 65535))}
 	for _, t := range r.GetTables() {
 		tt, err := fromPBTable(t)
 		if err != nil {

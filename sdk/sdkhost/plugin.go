@@ -155,6 +155,9 @@ type StartArgs struct {
 	Node       sdk.NodeFacts
 	Config     []byte
 	Service    HostService
+	// Cluster says where the apiserver and controller are; the token comes
+	// from Service.Token.
+	Cluster sdk.Cluster
 }
 
 // Start serves a.Service to the plugin and calls its Start.
@@ -177,6 +180,10 @@ func (p *Plugin) Start(ctx context.Context, a StartArgs) error {
 	}
 	_, err := p.wc.Feature.Start(ctx, &pb.StartRequest{
 		Assignment: toPBAssignment(a.Assignment), Node: toPBNodeFacts(a.Node), Config: a.Config, HostBrokerId: id,
+		Cluster: &pb.ClusterAccess{
+			Apiserver:  &pb.Endpoint{Url: a.Cluster.APIServer.URL, CaPem: a.Cluster.APIServer.CAPEM},
+			Controller: &pb.Endpoint{Url: a.Cluster.Controller.URL, CaPem: a.Cluster.Controller.CAPEM},
+		},
 	})
 	return fromStatus(err)
 }
@@ -223,5 +230,11 @@ func (p *Plugin) PacketIn(ctx context.Context, r sdk.PacketInRequest) error {
 // NodeEvent forwards a node change.
 func (p *Plugin) NodeEvent(ctx context.Context, r sdk.NodeEventRequest) error {
 	_, err := p.wc.Feature.NodeEvent(ctx, toPBNodeEvent(r))
+	return fromStatus(err)
+}
+
+// NodeFactsChanged tells the plugin the node's facts changed.
+func (p *Plugin) NodeFactsChanged(ctx context.Context, r sdk.NodeFactsChangedRequest) error {
+	_, err := p.wc.Feature.NodeFactsChanged(ctx, &pb.NodeFactsChangedRequest{Old: toPBNodeFacts(r.Old), New: toPBNodeFacts(r.New)})
 	return fromStatus(err)
 }

@@ -3,6 +3,7 @@ package sdkhost
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -26,6 +27,9 @@ type HostService interface {
 	Flows(ctx context.Context, f sdk.FlowFilter) ([]sdk.FlowStats, error)
 	GroupStats(ctx context.Context, ids ...uint32) ([]sdk.GroupStats, error)
 	MeterStats(ctx context.Context, ids ...uint32) ([]sdk.MeterStats, error)
+	// Token returns the agent's current cluster token and when it expires
+	// (zero if unknown); an empty token means the host has none.
+	Token(ctx context.Context) (string, time.Time, error)
 }
 
 // hostServer adapts a HostService to the wire.
@@ -92,4 +96,16 @@ func (h *hostServer) Synced(ctx context.Context, _ *pb.Empty) (*pb.Empty, error)
 		return nil, toStatus(err)
 	}
 	return &pb.Empty{}, nil
+}
+
+func (h *hostServer) Token(ctx context.Context, _ *pb.Empty) (*pb.TokenReply, error) {
+	t, exp, err := h.s.Token(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.TokenReply{Token: t}
+	if !exp.IsZero() {
+		out.ExpiryUnix = exp.Unix()
+	}
+	return out, nil
 }

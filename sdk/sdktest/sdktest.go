@@ -198,6 +198,9 @@ func (h *Host) PacketOut(_ context.Context, p sdk.PacketOut) error {
 	return nil
 }
 
+// Token answers as a host without cluster credentials: no token.
+func (h *Host) Token(context.Context) (string, time.Time, error) { return "", time.Time{}, nil }
+
 // NodeFacts returns Options.Node.
 func (h *Host) NodeFacts(context.Context) (sdk.NodeFacts, error) { return h.node, nil }
 

@@ -10,18 +10,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"switchyard.dev/switchyard/host/agent"
 	"switchyard.dev/switchyard/host/cniserver"
 	"switchyard.dev/switchyard/host/config"
+	"switchyard.dev/switchyard/host/kube"
 	"switchyard.dev/switchyard/sdk"
 )
 
@@ -63,19 +68,29 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	acc, err := kube.Connect(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := clusterAccess(a, cfg, acc); err != nil {
+		return err
+	}
 	sock, err := a.ServeAPI(ctx, cfg.SocketDir)
 	if err != nil {
 		return err
 	}
-	log.Info("switchyard-agent starting", "bridge", cfg.Bridge.Name, "plugins", len(cfg.Plugins), "api", sock)
-	if err := a.Start(ctx); err != nil {
-		return err
+	if cfg.Health.Port != 0 {
+		addr, err := a.ServeHealth(ctx, net.JoinHostPort(cfg.Health.BindAddress, strconv.Itoa(cfg.Health.Port)))
+		if err != nil {
+			return err
+		}
+		log.Info("serving /readyz and /livez", "address", addr)
 	}
-	log.Info("switchyard-agent started")
 
-	// The CNI server starts after the plugins, so the first ADD finds the
-	// CNI plugin running; it asks the agent for that plugin on every
-	// request, so a restarted plugin is used as soon as it is back.
+	// The CNI server starts first, so an ADD that arrives while the agent
+	// is still starting waits for it (up to readyWait) instead of finding
+	// no socket; it asks the agent for the CNI plugin on every request, so
+	// a restarted plugin is used as soon as it is back.
 	cni, err := cniserver.StartNode(ctx, cniserver.NodeOptions{
 		SocketDir: cfg.SocketDir, StateDir: cfg.RunDir, Ports: agent.PortView{DB: db}, Logger: log,
 		Handler: func() (sdk.CNIHandler, bool) {
@@ -85,14 +100,37 @@ func run() error {
 			}
 			return cniserver.FromPlugin(p), true
 		},
-		Publish: a.PodInterfaceEvent,
+		WaitReady: func(ctx context.Context) error { return a.WaitReady(ctx, cfg.ReadyWait) },
 	})
 	if err != nil {
-		a.Stop()
 		return fmt.Errorf("starting the CNI server: %w", err)
 	}
 	defer cni.Stop(5 * time.Second)
 	log.Info("serving CNI", "socket", cni.Socket)
+
+	switch {
+	case acc != nil:
+		klog.SetSlogLogger(log.With("component", "client-go"))
+		stopWatch, err := a.JoinCluster(ctx, acc)
+		if err != nil {
+			return err
+		}
+		defer stopWatch()
+	case len(cfg.Node.PodCIDRs) == 0:
+		return errors.New("no apiserver to learn this node's pod CIDRs from: the agent does not run as a pod and no kubeconfig is set; " +
+			"set kubeconfig (SWITCHYARD_KUBECONFIG, --kubeconfig), or node.podCIDRs for a static setup")
+	default:
+		log.Info("no apiserver configured; node facts come from the config only")
+	}
+	if err := a.WaitNodeFacts(ctx, 5*time.Second); err != nil {
+		return nil // stopped while waiting
+	}
+	log.Info("switchyard-agent starting plugins", "bridge", cfg.Bridge.Name, "plugins", len(cfg.Plugins), "api", sock)
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	cni.Subscribe(a.PodInterfaceEvent)
+	log.Info("switchyard-agent started")
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -112,4 +150,41 @@ func run() error {
 			a.Reload(ctx, ncfg)
 		}
 	}
+}
+
+// clusterAccess tells the agent what plugins get to reach the cluster: the
+// apiserver it uses itself, the controller from the config, and the
+// agent's own ServiceAccount token.
+func clusterAccess(a *agent.Agent, cfg *config.Config, acc *kube.Access) error {
+	var api, ctrl sdk.Endpoint
+	var token func() (string, time.Time, error)
+	tokenFile := cfg.TokenFile
+	if acc != nil {
+		api = acc.APIServer
+		if tokenFile == "" {
+			tokenFile = acc.TokenFile
+		}
+		if tokenFile == "" && acc.Config.BearerToken != "" {
+			static := acc.Config.BearerToken
+			token = func() (string, time.Time, error) { return static, kube.Expiry(static), nil }
+		}
+	}
+	if tokenFile != "" {
+		token = (&kube.TokenFile{Path: tokenFile}).Token
+		if _, _, err := token(); err != nil {
+			return fmt.Errorf("%w (tokenFile: the agent's ServiceAccount token, handed to plugins)", err)
+		}
+	}
+	if cfg.Controller.Address != "" {
+		ctrl.URL = cfg.Controller.Address
+		if cfg.Controller.CAFile != "" {
+			b, err := os.ReadFile(cfg.Controller.CAFile)
+			if err != nil {
+				return fmt.Errorf("controller.caFile: %w", err)
+			}
+			ctrl.CAPEM = b
+		}
+	}
+	a.SetClusterAccess(api, ctrl, token)
+	return nil
 }

@@ -47,9 +47,9 @@ func main() {
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"], Plugins: map[string]string{"podnet": bins["podnet"]}}
 
 	var c *cluster.Cluster
-	step(fmt.Sprintf("bringing up %d nodes (netns + ovsdb-server + ovs-vswitchd on the userspace datapath + switchyard-agent with podnet)", *nodes), func() {
+	step(fmt.Sprintf("bringing up %d nodes (netns + ovsdb-server + ovs-vswitchd on the userspace datapath + switchyard-agent with podnet, joined to the apiserver with its pod-bound ServiceAccount token)", *nodes), func() {
 		c = cluster.Start(r, cluster.Options{Nodes: *nodes, Client: cp.Client, StartAgent: func(t testenv.T, n *cluster.Node) {
-			nodeagent.Start(t, n, nodeagent.Options{Bins: nb})
+			nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp})
 		}})
 	})
 	fmt.Println()

@@ -15,6 +15,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,7 +98,7 @@ func startController(t testenv.T, cp *controlplane.ControlPlane) string {
 	}()
 	_, err = cp.Client.CoreV1().ServiceAccounts("kube-system").Create(context.Background(),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: agentSA}}, metav1.CreateOptions{})
-	if err != nil {
+	if err != nil && !apierrors.IsAlreadyExists(err) { // the agents' harness created it with their RBAC
 		t.Fatalf("creating the agent ServiceAccount: %v", err)
 	}
 	return l.Addr().String()
@@ -112,6 +113,9 @@ func nodeToken(t testenv.T, cp *controlplane.ControlPlane, node string) string {
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: agentSA, HostNetwork: true,
 			Containers: []corev1.Container{{Name: "agent", Image: "switchyard/switchyard"}}},
 	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) { // the running agent's own pod object
+		pod, err = cp.Client.CoreV1().Pods("kube-system").Get(ctx, "switchyard-agent-"+node, metav1.GetOptions{})
+	}
 	if err != nil {
 		t.Fatalf("creating the agent pod of %s: %v", node, err)
 	}

@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -51,6 +53,9 @@ const (
 
 // Podnet implements sdk.Feature and sdk.CNIHandler.
 type Podnet struct {
+	// ops lets CNI calls run together and a node facts change (new pod
+	// CIDR, new MTU) alone, so no ADD sees half a renumbering.
+	ops sync.RWMutex
 	// mu guards the fields set by Start. The host calls CNI and event
 	// methods only after Start returned, so they need no "started yet?"
 	// check.
@@ -67,9 +72,10 @@ type Podnet struct {
 }
 
 var (
-	_ sdk.Feature    = (*Podnet)(nil)
-	_ sdk.CNIHandler = (*Podnet)(nil)
-	_ sdk.Stopper    = (*Podnet)(nil)
+	_ sdk.Feature             = (*Podnet)(nil)
+	_ sdk.CNIHandler          = (*Podnet)(nil)
+	_ sdk.Stopper             = (*Podnet)(nil)
+	_ sdk.NodeFactsSubscriber = (*Podnet)(nil)
 )
 
 // New returns an unstarted podnet.
@@ -121,10 +127,7 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	}
 	mtu := cfg.MTU
 	if mtu == 0 {
-		mtu = req.Node.MTU
-	}
-	if mtu == 0 {
-		mtu = 1500
+		mtu = nodePodMTU(req.Node)
 	}
 	gwPort, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Gateway, Type: "internal",
 		ExternalIDs: map[string]string{"switchyard.dev/role": "gateway"}})
@@ -276,6 +279,121 @@ func configureGateway(name string, mac net.HardwareAddr, cidrs []netip.Prefix, g
 	return nil
 }
 
+// nodePodMTU is the MTU the host publishes for pods (the uplink's less the
+// largest declared encapsulation overhead).
+func nodePodMTU(n sdk.NodeFacts) int {
+	switch {
+	case n.PodMTU > 0:
+		return n.PodMTU
+	case n.MTU > 0:
+		return n.MTU
+	}
+	return 1500
+}
+
+// NodeFactsChanged follows the host: a new pod MTU applies to the gateway
+// and to pods created from now on (running pods keep theirs); a new pod
+// CIDR renumbers the gateway (its old address is removed) and IPAM.
+// Overrides in podnet's own config win over the node's facts.
+func (p *Podnet) NodeFactsChanged(ctx context.Context, req sdk.NodeFactsChangedRequest, _ *sdk.NodeFactsChangedResponse) error {
+	p.ops.Lock()
+	defer p.ops.Unlock()
+	var errs []error
+	if p.cfg.MTU == 0 {
+		if mtu := nodePodMTU(req.New); mtu != p.mtu {
+			if err := setGatewayMTU(p.cfg.Gateway, mtu); err != nil {
+				errs = append(errs, err)
+			} else {
+				p.log.Info("pod MTU changed; pods created from now on get it", "mtu", mtu, "old_mtu", p.mtu)
+				p.mtu = mtu
+			}
+		}
+	}
+	if len(p.cfg.PodCIDRs) == 0 && len(req.New.PodCIDRs) > 0 && !slices.Equal(maskAll(req.New.PodCIDRs), p.ipam.CIDRs()) {
+		if err := p.renumber(ctx, maskAll(req.New.PodCIDRs)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func maskAll(ps []netip.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = p.Masked()
+	}
+	return out
+}
+
+// renumber moves podnet to new pod CIDRs: IPAM allocates from them, the
+// gateway gets their gateway addresses and loses the old ones, and the
+// gateway's and every recorded pod's flows are rewritten in one batch.
+// Pods attached before keep their addresses until they are deleted. The
+// gateway MAC stays, so running pods' neighbour entries stay valid.
+func (p *Podnet) renumber(ctx context.Context, cidrs []netip.Prefix) error {
+	old := p.ipam
+	oldCIDRs, oldGW := old.CIDRs(), p.gw
+	// The store is one directory; the old allocator must let go of it
+	// before the new one opens it.
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("closing IPAM for %v: %w", oldCIDRs, err)
+	}
+	al, err := ipam.New(filepath.Join(p.cfg.StateDir, "ipam"), ipamNetwork, cidrs)
+	if err != nil {
+		if back, e := ipam.New(filepath.Join(p.cfg.StateDir, "ipam"), ipamNetwork, oldCIDRs); e == nil {
+			p.ipam = back
+		}
+		return fmt.Errorf("new pod CIDRs %v: %w", cidrs, err)
+	}
+	newGW := flows.Endpoint{OFPort: oldGW.OFPort, MAC: oldGW.MAC, IPs: al.Gateways()}
+	if err := unassignGateway(p.cfg.Gateway, oldCIDRs, oldGW.IPs); err != nil {
+		p.log.Warn("could not remove the old gateway address", "gateway", p.cfg.Gateway, "error", err)
+	}
+	if err := configureGateway(p.cfg.Gateway, newGW.MAC, al.CIDRs(), al.Gateways(), p.mtu); err != nil {
+		al.Close()
+		return err
+	}
+	b := flow.NewBatch().DeleteFlows(flows.GatewayFlows(oldGW)...).AddFlows(flows.GatewayFlows(newGW)...)
+	for _, r := range p.st.list() {
+		b.DeleteFlows(flows.PodFlows(oldGW, endpoint(r))...).AddFlows(flows.PodFlows(newGW, endpoint(r))...)
+	}
+	if err := p.host.Apply(ctx, b); err != nil {
+		al.Close()
+		return fmt.Errorf("rewriting flows for pod CIDRs %v: %w", cidrs, err)
+	}
+	p.ipam, p.gw = al, newGW
+	p.log.Info("pod CIDRs changed; gateway renumbered", "pod_cidrs", cidrs, "old_pod_cidrs", oldCIDRs,
+		"gateway_ips", newGW.IPs, "old_gateway_ips", oldGW.IPs, "pods_kept", len(p.st.list()))
+	return nil
+}
+
+func setGatewayMTU(name string, mtu int) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", name, err)
+	}
+	if err := netlink.LinkSetMTU(link, mtu); err != nil {
+		return fmt.Errorf("setting gateway %s MTU %d: %w", name, mtu, err)
+	}
+	return nil
+}
+
+// unassignGateway removes the gateway addresses of old pod CIDRs.
+func unassignGateway(name string, cidrs []netip.Prefix, gws []netip.Addr) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, gw := range gws {
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(gw.AsSlice()), Mask: net.CIDRMask(cidrs[i].Bits(), gw.BitLen())}}
+		if err := netlink.AddrDel(link, addr); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+			errs = append(errs, fmt.Errorf("removing %s from %s: %w", addr.IPNet, name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // podMTU picks the MTU: the network config's, else podnet's config or the
 // node's.
 func (p *Podnet) podMTU(conf []byte) int {
@@ -288,6 +406,8 @@ func (p *Podnet) podMTU(conf []byte) int {
 // CNIAdd wires a pod: addresses, veth, OVS port, flows, record. Each step
 // is undone if a later one fails.
 func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) (err error) {
+	p.ops.RLock()
+	defer p.ops.RUnlock()
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
@@ -399,6 +519,8 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 // CNIDel unwires a pod. It works from podnet's record when there is one
 // and from derived names otherwise, and succeeds when nothing is left.
 func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDelResponse) error {
+	p.ops.RLock()
+	defer p.ops.RUnlock()
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
@@ -449,6 +571,8 @@ func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDe
 // CNICheck verifies the interface, addresses, routes, OVS port and IPAM
 // allocation, and lists everything that is missing.
 func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.CNICheckResponse) error {
+	p.ops.RLock()
+	defer p.ops.RUnlock()
 	a := req.Args
 	rec, ok := p.st.get(a.ContainerID + "/" + a.IfName)
 	if !ok {

@@ -356,13 +356,16 @@ func (x *Table) GetBefore() []string {
 }
 
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	Tables        []*Table               `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
-	Fields        []*Field               `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
-	Resources     []*Resource            `protobuf:"bytes,40,rep,name=resources,proto3" json:"resources,omitempty"`
-	Capabilities  []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version      string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Tables       []*Table               `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
+	Fields       []*Field               `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	Resources    []*Resource            `protobuf:"bytes,40,rep,name=resources,proto3" json:"resources,omitempty"`
+	Capabilities []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// encap_overhead is the bytes an encapsulation adds to every pod packet
+	// on the wire; the host lowers the pod MTU by the largest one declared.
+	EncapOverhead uint32 `protobuf:"varint,30,opt,name=encap_overhead,json=encapOverhead,proto3" json:"encap_overhead,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +440,13 @@ func (x *DescribeResponse) GetCapabilities() []string {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetEncapOverhead() uint32 {
+	if x != nil {
+		return x.EncapOverhead
+	}
+	return 0
 }
 
 type Bits struct {
@@ -582,7 +592,8 @@ type StartRequest struct {
 	Node       *Facts                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
 	Config     []byte                 `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
 	// host_broker_id is the go-plugin broker stream on which Host is served.
-	HostBrokerId  uint32 `protobuf:"varint,4,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	HostBrokerId  uint32         `protobuf:"varint,4,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	Cluster       *ClusterAccess `protobuf:"bytes,30,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -643,6 +654,13 @@ func (x *StartRequest) GetHostBrokerId() uint32 {
 		return x.HostBrokerId
 	}
 	return 0
+}
+
+func (x *StartRequest) GetCluster() *ClusterAccess {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
 }
 
 type StartResponse struct {
@@ -1642,7 +1660,10 @@ type Facts struct {
 	// netdev datapath with OVS userspace-tso-enable: pods may leave TCP
 	// segmentation and checksums to the switch. (Numbered apart from the
 	// fields above so that other additions do not collide.)
-	UserspaceTso  bool `protobuf:"varint,16,opt,name=userspace_tso,json=userspaceTso,proto3" json:"userspace_tso,omitempty"`
+	UserspaceTso  bool     `protobuf:"varint,16,opt,name=userspace_tso,json=userspaceTso,proto3" json:"userspace_tso,omitempty"`
+	PodMtu        uint32   `protobuf:"varint,30,opt,name=pod_mtu,json=podMtu,proto3" json:"pod_mtu,omitempty"`
+	ExternalIps   []string `protobuf:"bytes,31,rep,name=external_ips,json=externalIps,proto3" json:"external_ips,omitempty"`
+	Uplink        string   `protobuf:"bytes,32,opt,name=uplink,proto3" json:"uplink,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1738,6 +1759,27 @@ func (x *Facts) GetUserspaceTso() bool {
 		return x.UserspaceTso
 	}
 	return false
+}
+
+func (x *Facts) GetPodMtu() uint32 {
+	if x != nil {
+		return x.PodMtu
+	}
+	return 0
+}
+
+func (x *Facts) GetExternalIps() []string {
+	if x != nil {
+		return x.ExternalIps
+	}
+	return nil
+}
+
+func (x *Facts) GetUplink() string {
+	if x != nil {
+		return x.Uplink
+	}
+	return ""
 }
 
 type MatchField struct {
@@ -3953,6 +3995,215 @@ func (x *Grant) GetWidth() uint32 {
 	return 0
 }
 
+type Endpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	CaPem         []byte                 `protobuf:"bytes,2,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Endpoint) Reset() {
+	*x = Endpoint{}
+	mi := &file_plugin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Endpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Endpoint) ProtoMessage() {}
+
+func (x *Endpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
+func (*Endpoint) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *Endpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Endpoint) GetCaPem() []byte {
+	if x != nil {
+		return x.CaPem
+	}
+	return nil
+}
+
+type ClusterAccess struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Apiserver     *Endpoint              `protobuf:"bytes,1,opt,name=apiserver,proto3" json:"apiserver,omitempty"`
+	Controller    *Endpoint              `protobuf:"bytes,2,opt,name=controller,proto3" json:"controller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterAccess) Reset() {
+	*x = ClusterAccess{}
+	mi := &file_plugin_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterAccess) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterAccess) ProtoMessage() {}
+
+func (x *ClusterAccess) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterAccess.ProtoReflect.Descriptor instead.
+func (*ClusterAccess) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ClusterAccess) GetApiserver() *Endpoint {
+	if x != nil {
+		return x.Apiserver
+	}
+	return nil
+}
+
+func (x *ClusterAccess) GetController() *Endpoint {
+	if x != nil {
+		return x.Controller
+	}
+	return nil
+}
+
+type TokenReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// expiry_unix is when the token stops being valid (0: unknown).
+	ExpiryUnix    int64 `protobuf:"varint,2,opt,name=expiry_unix,json=expiryUnix,proto3" json:"expiry_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenReply) Reset() {
+	*x = TokenReply{}
+	mi := &file_plugin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenReply) ProtoMessage() {}
+
+func (x *TokenReply) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenReply.ProtoReflect.Descriptor instead.
+func (*TokenReply) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *TokenReply) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TokenReply) GetExpiryUnix() int64 {
+	if x != nil {
+		return x.ExpiryUnix
+	}
+	return 0
+}
+
+type NodeFactsChangedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Old           *Facts                 `protobuf:"bytes,1,opt,name=old,proto3" json:"old,omitempty"`
+	New           *Facts                 `protobuf:"bytes,2,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeFactsChangedRequest) Reset() {
+	*x = NodeFactsChangedRequest{}
+	mi := &file_plugin_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeFactsChangedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeFactsChangedRequest) ProtoMessage() {}
+
+func (x *NodeFactsChangedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeFactsChangedRequest.ProtoReflect.Descriptor instead.
+func (*NodeFactsChangedRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *NodeFactsChangedRequest) GetOld() *Facts {
+	if x != nil {
+		return x.Old
+	}
+	return nil
+}
+
+func (x *NodeFactsChangedRequest) GetNew() *Facts {
+	if x != nil {
+		return x.New
+	}
+	return nil
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -3971,14 +4222,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04miss\x18\x04 \x01(\rR\x04miss\x12\x1a\n" +
 	"\bexported\x18\x05 \x01(\bR\bexported\x12\x14\n" +
 	"\x05after\x18( \x03(\tR\x05after\x12\x16\n" +
-	"\x06before\x18) \x03(\tR\x06before\"\x8c\x02\n" +
+	"\x06before\x18) \x03(\tR\x06before\"\xb3\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x123\n" +
 	"\x06tables\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.TableR\x06tables\x123\n" +
 	"\x06fields\x18\x04 \x03(\v2\x1b.switchyard.plugin.v1.FieldR\x06fields\x12<\n" +
 	"\tresources\x18( \x03(\v2\x1e.switchyard.plugin.v1.ResourceR\tresources\x12\"\n" +
-	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\"F\n" +
+	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12%\n" +
+	"\x0eencap_overhead\x18\x1e \x01(\rR\rencapOverhead\"F\n" +
 	"\x04Bits\x12\x10\n" +
 	"\x03reg\x18\x01 \x01(\rR\x03reg\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\rR\x06offset\x12\x14\n" +
@@ -3998,14 +4250,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\x1aV\n" +
 	"\vGrantsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.GrantR\x05value:\x028\x01\"\xbf\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.GrantR\x05value:\x028\x01\"\xfe\x01\n" +
 	"\fStartRequest\x12@\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2 .switchyard.plugin.v1.AssignmentR\n" +
 	"assignment\x12/\n" +
 	"\x04node\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x04node\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x12$\n" +
-	"\x0ehost_broker_id\x18\x04 \x01(\rR\fhostBrokerId\"\x0f\n" +
+	"\x0ehost_broker_id\x18\x04 \x01(\rR\fhostBrokerId\x12=\n" +
+	"\acluster\x18\x1e \x01(\v2#.switchyard.plugin.v1.ClusterAccessR\acluster\"\x0f\n" +
 	"\rStartResponse\"\r\n" +
 	"\vStopRequest\"\x0e\n" +
 	"\fStopResponse\"\xd2\x01\n" +
@@ -4080,7 +4333,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\tpod_cidrs\x18\x03 \x03(\tR\bpodCidrs\"Z\n" +
 	"\x10NodeEventRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x122\n" +
-	"\x04node\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.NodeInfoR\x04node\"\x87\x02\n" +
+	"\x04node\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.NodeInfoR\x04node\"\xdb\x02\n" +
 	"\x05Facts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpod_cidrs\x18\x02 \x03(\tR\bpodCidrs\x12\x19\n" +
@@ -4092,7 +4345,10 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03mtu\x18\x06 \x01(\rR\x03mtu\x12\x16\n" +
 	"\x06bridge\x18\a \x01(\tR\x06bridge\x12#\n" +
 	"\rdatapath_type\x18\b \x01(\tR\fdatapathType\x12#\n" +
-	"\ruserspace_tso\x18\x10 \x01(\bR\fuserspaceTso\"}\n" +
+	"\ruserspace_tso\x18\x10 \x01(\bR\fuserspaceTso\x12\x17\n" +
+	"\apod_mtu\x18\x1e \x01(\rR\x06podMtu\x12!\n" +
+	"\fexternal_ips\x18\x1f \x03(\tR\vexternalIps\x12\x16\n" +
+	"\x06uplink\x18  \x01(\tR\x06uplink\"}\n" +
 	"\n" +
 	"MatchField\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x121\n" +
@@ -4270,7 +4526,23 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\rR\x05value\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\rR\x06offset\x12\x14\n" +
-	"\x05width\x18\x05 \x01(\rR\x05width*\x99\x03\n" +
+	"\x05width\x18\x05 \x01(\rR\x05width\"3\n" +
+	"\bEndpoint\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x15\n" +
+	"\x06ca_pem\x18\x02 \x01(\fR\x05caPem\"\x8d\x01\n" +
+	"\rClusterAccess\x12<\n" +
+	"\tapiserver\x18\x01 \x01(\v2\x1e.switchyard.plugin.v1.EndpointR\tapiserver\x12>\n" +
+	"\n" +
+	"controller\x18\x02 \x01(\v2\x1e.switchyard.plugin.v1.EndpointR\n" +
+	"controller\"C\n" +
+	"\n" +
+	"TokenReply\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1f\n" +
+	"\vexpiry_unix\x18\x02 \x01(\x03R\n" +
+	"expiryUnix\"w\n" +
+	"\x17NodeFactsChangedRequest\x12-\n" +
+	"\x03old\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03old\x12-\n" +
+	"\x03new\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03new*\x99\x03\n" +
 	"\n" +
 	"ActionKind\x12\x12\n" +
 	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
@@ -4293,7 +4565,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fACTION_CT_CLEAR\x10\x10\x12\x13\n" +
 	"\x0fACTION_RESUBMIT\x10\x11\x12\x0f\n" +
 	"\vACTION_NOTE\x10\x12\x12\x10\n" +
-	"\fACTION_LEARN\x10\x132\xc5\x06\n" +
+	"\fACTION_LEARN\x10\x132\xa5\a\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -4304,7 +4576,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\x11PodInterfaceEvent\x12..switchyard.plugin.v1.PodInterfaceEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12N\n" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
 	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
-	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\x9a\x06\n" +
+	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
+	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\xe2\x06\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -4319,7 +4592,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"GroupStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.GroupStatsResponse\x12Z\n" +
 	"\n" +
-	"MeterStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.MeterStatsResponseB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
+	"MeterStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.MeterStatsResponse\x12F\n" +
+	"\x05Token\x12\x1b.switchyard.plugin.v1.Empty\x1a .switchyard.plugin.v1.TokenReplyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -4334,7 +4608,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -4393,109 +4667,122 @@ var file_plugin_proto_goTypes = []any{
 	(*MeterStatsResponse)(nil),       // 54: switchyard.plugin.v1.MeterStatsResponse
 	(*Resource)(nil),                 // 55: switchyard.plugin.v1.Resource
 	(*Grant)(nil),                    // 56: switchyard.plugin.v1.Grant
-	nil,                              // 57: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 58: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 59: switchyard.plugin.v1.Assignment.GrantsEntry
-	nil,                              // 60: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 61: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Endpoint)(nil),                 // 57: switchyard.plugin.v1.Endpoint
+	(*ClusterAccess)(nil),            // 58: switchyard.plugin.v1.ClusterAccess
+	(*TokenReply)(nil),               // 59: switchyard.plugin.v1.TokenReply
+	(*NodeFactsChangedRequest)(nil),  // 60: switchyard.plugin.v1.NodeFactsChangedRequest
+	nil,                              // 61: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 62: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 63: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 64: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 65: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
 	55, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
-	57, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	58, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	59, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	61, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	62, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	63, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	24, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	13, // 8: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	14, // 9: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	15, // 10: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	15, // 11: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	19, // 12: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
-	20, // 13: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
-	3,  // 14: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
-	34, // 15: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
-	22, // 16: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	3,  // 17: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	26, // 18: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	29, // 19: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
-	3,  // 20: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
-	28, // 21: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
-	28, // 22: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
-	30, // 23: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
-	3,  // 24: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	27, // 25: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	28, // 26: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
-	28, // 27: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
-	26, // 28: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
-	31, // 29: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
-	25, // 30: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	33, // 31: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 32: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	33, // 33: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	35, // 34: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	32, // 35: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
-	37, // 36: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	34, // 37: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	36, // 38: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	38, // 39: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	60, // 40: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	61, // 41: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	33, // 42: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	34, // 43: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
-	47, // 44: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
-	50, // 45: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
-	51, // 46: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
-	50, // 47: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
-	53, // 48: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
-	6,  // 49: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	56, // 50: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 51: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 52: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 53: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 54: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 55: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 56: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	17, // 57: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	18, // 58: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	23, // 59: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	21, // 60: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	40, // 61: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	42, // 62: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	43, // 63: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	43, // 64: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	45, // 65: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 66: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 67: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	46, // 68: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	49, // 69: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	49, // 70: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	5,  // 71: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 72: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 73: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	16, // 74: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 75: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 76: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	1,  // 77: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 78: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 79: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 80: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	41, // 81: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	44, // 82: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 83: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	44, // 84: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 85: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	24, // 86: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 87: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	48, // 88: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	52, // 89: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	54, // 90: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	71, // [71:91] is the sub-list for method output_type
-	51, // [51:71] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	58, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
+	13, // 9: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	14, // 10: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	15, // 11: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	15, // 12: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	19, // 13: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
+	20, // 14: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
+	3,  // 15: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
+	34, // 16: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
+	22, // 17: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	3,  // 18: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	26, // 19: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	29, // 20: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
+	3,  // 21: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
+	28, // 22: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
+	28, // 23: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
+	30, // 24: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
+	3,  // 25: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	27, // 26: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	28, // 27: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
+	28, // 28: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
+	26, // 29: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
+	31, // 30: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
+	25, // 31: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	33, // 32: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	26, // 33: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	33, // 34: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	35, // 35: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	32, // 36: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
+	37, // 37: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	34, // 38: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	36, // 39: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	38, // 40: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	64, // 41: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	65, // 42: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	33, // 43: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	34, // 44: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	47, // 45: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	50, // 46: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	51, // 47: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	50, // 48: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	53, // 49: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	57, // 50: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
+	57, // 51: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
+	24, // 52: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
+	24, // 53: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
+	6,  // 54: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	56, // 55: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 56: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 57: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 58: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 59: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 60: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 61: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	17, // 62: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	18, // 63: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	23, // 64: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	21, // 65: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	60, // 66: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	40, // 67: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	42, // 68: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	43, // 69: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	43, // 70: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	45, // 71: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 72: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 73: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	46, // 74: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	49, // 75: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	49, // 76: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 77: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	5,  // 78: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 79: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 80: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	16, // 81: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 82: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 83: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	1,  // 84: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 85: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 86: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 87: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 88: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	41, // 89: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	44, // 90: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 91: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	44, // 92: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 93: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	24, // 94: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 95: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	48, // 96: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	52, // 97: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	54, // 98: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	59, // 99: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	78, // [78:100] is the sub-list for method output_type
+	56, // [56:78] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -4509,7 +4796,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   61,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -34,6 +34,7 @@ const (
 	Feature_PacketIn_FullMethodName          = "/switchyard.plugin.v1.Feature/PacketIn"
 	Feature_NodeEvent_FullMethodName         = "/switchyard.plugin.v1.Feature/NodeEvent"
 	Feature_FlowRemoved_FullMethodName       = "/switchyard.plugin.v1.Feature/FlowRemoved"
+	Feature_NodeFactsChanged_FullMethodName  = "/switchyard.plugin.v1.Feature/NodeFactsChanged"
 )
 
 // FeatureClient is the client API for Feature service.
@@ -52,6 +53,7 @@ type FeatureClient interface {
 	PacketIn(ctx context.Context, in *PacketInRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeEvent(ctx context.Context, in *NodeEventRequest, opts ...grpc.CallOption) (*Empty, error)
 	FlowRemoved(ctx context.Context, in *FlowRemovedRequest, opts ...grpc.CallOption) (*Empty, error)
+	NodeFactsChanged(ctx context.Context, in *NodeFactsChangedRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type featureClient struct {
@@ -162,6 +164,16 @@ func (c *featureClient) FlowRemoved(ctx context.Context, in *FlowRemovedRequest,
 	return out, nil
 }
 
+func (c *featureClient) NodeFactsChanged(ctx context.Context, in *NodeFactsChangedRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Feature_NodeFactsChanged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FeatureServer is the server API for Feature service.
 // All implementations must embed UnimplementedFeatureServer
 // for forward compatibility.
@@ -178,6 +190,7 @@ type FeatureServer interface {
 	PacketIn(context.Context, *PacketInRequest) (*Empty, error)
 	NodeEvent(context.Context, *NodeEventRequest) (*Empty, error)
 	FlowRemoved(context.Context, *FlowRemovedRequest) (*Empty, error)
+	NodeFactsChanged(context.Context, *NodeFactsChangedRequest) (*Empty, error)
 	mustEmbedUnimplementedFeatureServer()
 }
 
@@ -217,6 +230,9 @@ func (UnimplementedFeatureServer) NodeEvent(context.Context, *NodeEventRequest) 
 }
 func (UnimplementedFeatureServer) FlowRemoved(context.Context, *FlowRemovedRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method FlowRemoved not implemented")
+}
+func (UnimplementedFeatureServer) NodeFactsChanged(context.Context, *NodeFactsChangedRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeFactsChanged not implemented")
 }
 func (UnimplementedFeatureServer) mustEmbedUnimplementedFeatureServer() {}
 func (UnimplementedFeatureServer) testEmbeddedByValue()                 {}
@@ -419,6 +435,24 @@ func _Feature_FlowRemoved_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Feature_NodeFactsChanged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeFactsChangedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FeatureServer).NodeFactsChanged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Feature_NodeFactsChanged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FeatureServer).NodeFactsChanged(ctx, req.(*NodeFactsChangedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Feature_ServiceDesc is the grpc.ServiceDesc for Feature service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -466,6 +500,10 @@ var Feature_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "FlowRemoved",
 			Handler:    _Feature_FlowRemoved_Handler,
 		},
+		{
+			MethodName: "NodeFactsChanged",
+			Handler:    _Feature_NodeFactsChanged_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "plugin.proto",
@@ -482,6 +520,7 @@ const (
 	Host_Flows_FullMethodName      = "/switchyard.plugin.v1.Host/Flows"
 	Host_GroupStats_FullMethodName = "/switchyard.plugin.v1.Host/GroupStats"
 	Host_MeterStats_FullMethodName = "/switchyard.plugin.v1.Host/MeterStats"
+	Host_Token_FullMethodName      = "/switchyard.plugin.v1.Host/Token"
 )
 
 // HostClient is the client API for Host service.
@@ -503,6 +542,8 @@ type HostClient interface {
 	Flows(ctx context.Context, in *FlowsRequest, opts ...grpc.CallOption) (*FlowsResponse, error)
 	GroupStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*GroupStatsResponse, error)
 	MeterStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*MeterStatsResponse, error)
+	// Token returns the agent's current ServiceAccount token for the cluster.
+	Token(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TokenReply, error)
 }
 
 type hostClient struct {
@@ -613,6 +654,16 @@ func (c *hostClient) MeterStats(ctx context.Context, in *StatsRequest, opts ...g
 	return out, nil
 }
 
+func (c *hostClient) Token(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TokenReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TokenReply)
+	err := c.cc.Invoke(ctx, Host_Token_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -632,6 +683,8 @@ type HostServer interface {
 	Flows(context.Context, *FlowsRequest) (*FlowsResponse, error)
 	GroupStats(context.Context, *StatsRequest) (*GroupStatsResponse, error)
 	MeterStats(context.Context, *StatsRequest) (*MeterStatsResponse, error)
+	// Token returns the agent's current ServiceAccount token for the cluster.
+	Token(context.Context, *Empty) (*TokenReply, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -671,6 +724,9 @@ func (UnimplementedHostServer) GroupStats(context.Context, *StatsRequest) (*Grou
 }
 func (UnimplementedHostServer) MeterStats(context.Context, *StatsRequest) (*MeterStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MeterStats not implemented")
+}
+func (UnimplementedHostServer) Token(context.Context, *Empty) (*TokenReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Token not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -873,6 +929,24 @@ func _Host_MeterStats_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_Token_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Token(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Token_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Token(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -919,6 +993,10 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MeterStats",
 			Handler:    _Host_MeterStats_Handler,
+		},
+		{
+			MethodName: "Token",
+			Handler:    _Host_Token_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
