@@ -439,3 +439,53 @@ func reverseNAT(n *openflow.NAT) *flow.NAT {
 	}
 	return out
 }
+
+var reverseGroupTypes = map[openflow.GroupType]flow.GroupType{
+	openflow.GroupTypeAll: flow.GroupAll, openflow.GroupTypeSelect: flow.GroupSelect,
+	openflow.GroupTypeIndirect: flow.GroupIndirect, openflow.GroupTypeFastFailover: flow.GroupFastFailover,
+}
+
+// FromGroup translates a group of the plugin as the switch describes it
+// (group desc reply): its local ID, type, selection method and buckets.
+// Bucket IDs, which the switch assigns, are not part of the SDK form.
+func (r *Reverse) FromGroup(g *openflow.GroupDesc) (*flow.Group, error) {
+	r.init()
+	if g.GroupID>>24 != uint32(r.Prefix) {
+		return nil, fmt.Errorf("%w: plugin %q: group %d is not in the plugin's share", sdk.ErrNotOwner, r.Owner, g.GroupID)
+	}
+	t, ok := reverseGroupTypes[g.Type]
+	if !ok {
+		return nil, fmt.Errorf("%w: plugin %q: group %d: type %d has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID, g.Type)
+	}
+	out := &flow.Group{ID: g.GroupID & 0xffffff, Type: t}
+	if s := g.Selection; s != nil {
+		sel := &flow.Selection{}
+		switch s.Method {
+		case flow.SelectHash.String():
+			sel.Method = flow.SelectHash
+		case flow.SelectDPHash.String():
+			sel.Method = flow.SelectDPHash
+		default:
+			return nil, fmt.Errorf("%w: plugin %q: group %d: selection method %q has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID, s.Method)
+		}
+		if s.Param != 0 {
+			return nil, fmt.Errorf("%w: plugin %q: group %d: selection_method_param has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID)
+		}
+		for _, f := range s.Fields {
+			k, ok := r.byKind[f]
+			if !ok {
+				return nil, fmt.Errorf("%w: plugin %q: group %d: hash on %s has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID, f)
+			}
+			sel.Fields = append(sel.Fields, k)
+		}
+		out.Selection = sel
+	}
+	for i, b := range g.Buckets {
+		acts, err := r.FromActions(b.Actions)
+		if err != nil {
+			return nil, fmt.Errorf("group %d bucket %d: %w", out.ID, i, err)
+		}
+		out.Buckets = append(out.Buckets, flow.Bucket{Weight: b.Weight, WatchPort: b.WatchPort, Actions: acts})
+	}
+	return out, nil
+}

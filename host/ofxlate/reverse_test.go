@@ -1,12 +1,15 @@
 package ofxlate
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"switchyard.dev/switchyard/host/flowstore"
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/pipeline"
+	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 	"switchyard.dev/switchyard/sdk/flow/flowtest"
 )
@@ -97,5 +100,58 @@ func TestEveryMatchReverses(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			roundTrip(t, a, rev, &flow.Flow{Table: "class", Priority: 5, Match: s.Match})
 		})
+	}
+}
+
+// TestEveryBucketActionReverses: a select group hashing on chosen fields,
+// with one bucket per action sample, read back from a group desc reply,
+// reverses into a group that translates to the same group mod. A plugin's
+// group read back by another plugin's Reverse is refused.
+func TestEveryBucketActionReverses(t *testing.T) {
+	a := vocabArbiter(t)
+	rev := vocabReverse(t, a)
+	p, _ := a.Plugin("p")
+	ctx := &Context{Fields: rev.Fields, Table: func(j flow.Jump) (uint8, error) { return a.WritableTable("p", j) }}
+	g := &flow.Group{ID: 1, Type: flow.GroupSelect, Selection: &flow.Selection{Method: flow.SelectHash,
+		Fields: []flow.MatchKind{flow.MatchIPv4Src, flow.MatchTCPSrc, flow.MatchIPv6Dst}}}
+	for i, s := range flowtest.Actions("next") {
+		g.Buckets = append(g.Buckets, flow.Bucket{Weight: uint16(10 + i), Actions: []flow.Action{s.Action}})
+	}
+	entry := func(g *flow.Group) *flowstore.GroupEntry {
+		return &flowstore.GroupEntry{Owner: "p", Global: pipeline.GroupID(p.Prefix, g.ID), Prefix: p.Prefix, Group: g}
+	}
+	want, err := GroupMod(flow.OpAdd, entry(g), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := openflow.GroupDesc{Type: want.Type, GroupID: want.GroupID, Buckets: want.Buckets, Selection: want.Selection}
+	b, err := openflow.Marshal(1, &openflow.GroupDescReply{Groups: []openflow.GroupDesc{desc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, m, _, err := openflow.DecodeMessage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readDesc := &m.(*openflow.GroupDescReply).Groups[0]
+	got, err := rev.FromGroup(readDesc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != g.String() {
+		t.Errorf("read back\n %s\ninstalled\n %s", got, g)
+	}
+	again, err := GroupMod(flow.OpAdd, entry(got), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	againDesc := openflow.GroupDesc{Type: again.Type, GroupID: again.GroupID, Buckets: again.Buckets, Selection: again.Selection}
+	if diff := cmp.Diff(desc.String(), againDesc.String()); diff != "" {
+		t.Errorf("group after a round trip (-installed +read back):\n%s", diff)
+	}
+	other := *rev
+	other.Prefix++
+	if _, err := other.FromGroup(readDesc); !errors.Is(err, sdk.ErrNotOwner) {
+		t.Errorf("another plugin's group: %v", err)
 	}
 }

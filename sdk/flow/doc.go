@@ -24,7 +24,7 @@
 //
 // # Adding an action
 //
-// An action crosses six layers; each step below names the test that fails
+// An action crosses seven layers; each step below names the test that fails
 // when it is missed.
 //
 //  1. flow: the Act* type with isAction, Validate, Format (ovs-ofctl's
@@ -50,12 +50,20 @@
 //     untranslated type and when the resolved text differs from the
 //     codec's ovs-ofctl text. If the action carries a jump,
 //     pipeline.Arbiter.Resolve must resolve it (Resolved.Jumps).
-//  7. A live check: add the action to TestVocabularyOnLiveSwitch
-//     (itest/host), which installs it through the agent and compares
-//     ovs-ofctl dump-flows with the host's text.
+//  7. host/ofxlate reverse.go: the case in Reverse.FromActions (and
+//     Reverse.operand for a new operand), turning the host/openflow type
+//     read from the switch back into the Act* type. TestEveryActionReverses
+//     and TestEveryBucketActionReverses fail for a sample that does not
+//     come back, through a flow stats or group desc reply, as a flow that
+//     resolves to the same switch flow and text.
+//  8. A live check: add the action to TestVocabularyOnLiveSwitch
+//     (itest/host), which installs it through the agent, compares
+//     ovs-ofctl dump-flows with the host's text and reads it back with
+//     Host.Flows.
 //
 // Adding a match kind is the same walk: a MatchKind constant at the end
 // (kinds are wire numbers), its kindInfo, a builder, a flowtest.Matches
 // sample (TestEveryMatchKindHasASample), the ofxlate matchFields entry
-// (TestEveryMatchTranslates), and the live test.
+// (TestEveryMatchTranslates; the same entry serves the way back,
+// TestEveryMatchReverses), and the live test.
 package flow
