@@ -24,7 +24,7 @@
 //
 // # Adding an action
 //
-// An action crosses seven layers; each step below names the test that fails
+// An action crosses six layers; each step below names the test that fails
 // when it is missed.
 //
 //  1. flow: the Act* type with isAction, Validate, Format (ovs-ofctl's
