@@ -130,7 +130,7 @@ func (r *Resolved) String() string {
 			b, ok := r.Fields[f.Name]
 			return b, ok
 		},
-		Cookie:  r.Cookie,
+		Cookie:  LearnedCookie(r.Cookie),
 		GroupID: func(id uint32) uint32 { return GroupID(r.Prefix, id) },
 		MeterID: func(id uint32) uint32 { return MeterID(r.Prefix, id) },
 	}

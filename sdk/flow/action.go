@@ -47,7 +47,8 @@ type Printer struct {
 	// ovs-ofctl does.
 	Bits func(Field) (Bits, bool)
 	// Cookie is the cookie the host gives flows a learn action adds (the
-	// learning flow's own); learn(...) prints it.
+	// learning flow's prefix and tag, in the reserved learned round);
+	// learn(...) prints it.
 	Cookie uint64
 	// GroupID and MeterID, when set, map the plugin's local group and
 	// meter IDs to the switch's (the host prints those).
