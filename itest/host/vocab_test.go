@@ -196,6 +196,46 @@ func TestVocabularyOnLiveSwitch(t *testing.T) {
 		t.Error(err)
 	}
 
+	// The learned flows belong to the plugin: they carry its prefix, the
+	// learner's tag and the learned round, and read back as its flows.
+	learnedFlows, err := a.ReadFlows(ctx, "local", sdk.FlowFilter{Table: "v.next", Tag: 0xaff, TagMask: ^uint32(0)})
+	if err != nil || len(learnedFlows) != 2 {
+		t.Errorf("read back learned flows: %d flows, %v; want the 2 learned", len(learnedFlows), err)
+	}
+	for _, fs := range learnedFlows {
+		t.Logf("learned, read back: %s", fs.Flow.String())
+	}
+
+	// The agent restarts (a new agent on the same state directory; the
+	// switch keeps its flows), the plugin re-submits its affinity flow and
+	// says Synced: the earlier agent's rounds are swept by cookie, and the
+	// learned flows survive it.
+	a2, err := agent.New(cfg, sw, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.RegisterLocal(ctx, "local", &sdk.DescribeResponse{Name: "local", Fields: flowtest.Fields(), Tables: []sdk.Table{
+		{Name: "v.class", Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier},
+		{Name: "v.next", Pipeline: flow.PipelineIP, Stage: flow.StageRouting},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.Apply(ctx, "local", aff, cfg.Limits); err != nil {
+		t.Fatalf("affinity flow after the agent restart: %v", err)
+	}
+	if _, err := a2.Synced(ctx, "local"); err != nil {
+		t.Fatal(err)
+	}
+	d := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int", fmt.Sprintf("table=%d", next))
+	for _, client := range []string{"10.0.0.1", "10.0.0.2"} {
+		if want := "priority=200,tcp,nw_src=" + client + ",tp_dst=80 actions="; !strings.Contains(d, want) {
+			t.Errorf("learned flow %q did not survive the sweep after an agent restart:\n%s", want, d)
+		}
+	}
+	if all := n.sw.Ofctl(t, "--no-stats", "dump-flows", "br-int"); strings.Contains(all, fmt.Sprintf("priority=%d,", 1001)) {
+		t.Errorf("the sweep after the agent restart left the earlier round's vocabulary flows:\n%s", all)
+	}
+
 	meters := n.sw.Ofctl(t, "dump-meters", "br-int")
 	for _, want := range []string{"pktps burst", "type=drop rate=1000 burst_size=100", "kbps burst", "type=drop rate=20000 burst_size=4000"} {
 		if !strings.Contains(meters, want) {
