@@ -9,12 +9,15 @@
 //
 // Where to start: Flow (flow.go), Match (match.go), the action constructors
 // (action.go; ct.go for conntrack and NAT, learn.go for learn), Batch
-// (batch.go; DeleteTagged removes a plugin's flows by tag). Every Flow, Group and Meter has one canonical text form
-// (String), close to what `ovs-ofctl dump-flows` prints, used in logs,
-// errors and test expectations. Resolved by the host (register bits, table
-// and group IDs), the text of every action and match field added since the
-// vocabulary work is exactly ovs-ofctl's; host/ofxlate's tests and
-// itest/host's live test hold it to that.
+// (batch.go; DeleteTagged removes a plugin's flows by tag). Every Flow,
+// Group and Meter has one canonical text form, the one `ovs-ofctl
+// dump-flows` prints, used in logs, errors and test expectations: match
+// fields in OVS's print order and names (tp_dst, dl_vlan, nw_tos), actions
+// as ovs-ofctl spells them. Unresolved (String), register fields and
+// tables print symbolically (reg:name, @next, load:V->reg:name); resolved
+// by the host (Printer with register bits, table, group and meter IDs;
+// pipeline.Resolved.String) the whole line is exactly ovs-ofctl's, and
+// host/ofxlate's tests and itest/host's live test hold it to that.
 //
 // Each action is its own type (ActOutput, ActCT, ActLearn, ...) behind the
 // sealed Action interface, carrying only the parameters its kind has. IP
