@@ -27,7 +27,7 @@ func vocabMatch(name string) flow.Match {
 	switch {
 	case name == "set_ipv6_dst":
 		return m.IPv6()
-	case name == "pop_vlan":
+	case name == "pop_vlan", name == "set_vlan_vid":
 		return m.VlanVID(10)
 	case name == "move_reg_to_header" || name == "learn":
 		return m.TCP4()

@@ -484,6 +484,10 @@ func (a *ActSetField) Format(Printer) string {
 		}
 	case MatchIPDSCP, MatchICMPv6Type:
 		v = fmt.Sprintf("%d", f.Uint())
+	case MatchVlanVID:
+		// The switch sets the VID with OpenFlow's "tag present" bit
+		// (0x1000), and ovs-ofctl prints the two together.
+		v = fmt.Sprintf("%d", f.Uint()|0x1000)
 	}
 	return "set_field:" + v + "->" + matchKinds[a.Kind].setName()
 }
