@@ -15,7 +15,10 @@
 // the new round did not submit: by key for rounds this process registered
 // (the store saw every flow of them), by cookie for rounds of an earlier
 // agent process. A restart of a plugin holding 100,000 unchanged flows
-// thus costs the switch nothing.
+// thus costs the switch nothing. Flows the switch learned from a
+// plugin's learn action are in no round (pipeline.LearnedRound): no sweep
+// deletes them while the plugin is loaded (learned.go, sparedBySweep, the
+// rule any new sweep must keep).
 //
 // Where to start: New and Run (agent.go), then Apply (apply.go).
 package agent
