@@ -212,6 +212,9 @@ func (r *Reverse) operand(s openflow.Subfield) (flow.Operand, error) {
 
 // ct turns a ct action back, its exec sets into Mark and Label.
 func (r *Reverse) ct(x openflow.CT) (flow.Action, error) {
+	if x.Force || x.Alg != 0 || x.ZoneSrc.Field != openflow.FieldNone {
+		return nil, fmt.Errorf("%w: plugin %q: %s: force, alg and a zone from a field have no SDK form", sdk.ErrInvalid, r.Owner, x)
+	}
 	ct := flow.CT{Commit: x.Commit, Zone: x.Zone, NAT: reverseNAT(x.NAT)}
 	if x.Recirc {
 		name, err := r.tableName(x.Table)
@@ -277,6 +280,9 @@ func (r *Reverse) learn(x openflow.Learn) (flow.Action, error) {
 func (r *Reverse) controller(x openflow.Controller) (flow.Action, error) {
 	// The codec leaves max_len out when it is the whole packet, and
 	// reads an absent one back as 0.
+	if x.ID != 0 || x.Pause {
+		return nil, fmt.Errorf("%w: plugin %q: %s: a controller ID or pause has no SDK form", sdk.ErrInvalid, r.Owner, x)
+	}
 	maxLen := x.MaxLen
 	if maxLen == 0 {
 		maxLen = 0xffff

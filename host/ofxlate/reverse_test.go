@@ -204,3 +204,24 @@ func FuzzReverse(f *testing.F) {
 		}
 	})
 }
+
+// TestReverseRefusesWhatTheSDKCannotSay: switch actions with parameters
+// the SDK has no form for are refused by name, not read back as something
+// else.
+func TestReverseRefusesWhatTheSDKCannotSay(t *testing.T) {
+	a := vocabArbiter(t)
+	rev := vocabReverse(t, a)
+	for _, oa := range []openflow.Action{
+		openflow.CT{Force: true, Commit: true},
+		openflow.CT{Alg: 21},
+		openflow.Controller{MaxLen: 128, ID: 3},
+		openflow.Controller{Pause: true},
+		openflow.Resubmit{Port: 5, Table: 90},
+		openflow.Learn{Table: 90, Flags: openflow.LearnDeleteLearned},
+		openflow.Set(openflow.Exact(openflow.FieldReg0+9, 1)),
+	} {
+		if got, err := rev.FromActions([]openflow.Action{oa}); err == nil {
+			t.Errorf("%s read back as %v", oa, got)
+		}
+	}
+}
