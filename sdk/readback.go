@@ -16,7 +16,9 @@ import (
 type Reader interface {
 	// Flows returns the plugin's flows that match filter, as the switch
 	// holds them: tables by name, registers as the plugin's named fields,
-	// jumps as GotoTable of the table they resolved to.
+	// jumps as GotoTable of the table they resolved to. Flows the switch
+	// learned from the plugin's learn actions are among them, under the
+	// learning flow's tag.
 	Flows(ctx context.Context, filter FlowFilter) ([]FlowStats, error)
 	// GroupStats returns the counters of the plugin's groups (plugin-local
 	// IDs); no IDs means all of them.

@@ -277,7 +277,9 @@ func (a *Agent) Synced(ctx context.Context, owner string) (int, error) {
 	// switch (flowstore.Change.Refresh), so those go by key: exactly the
 	// flows this round did not submit.
 	for _, r := range p.Unswept {
-		if a.bornRounds[owner][r] {
+		// Learned flows are spared (learned.go): no round of the plugin's
+		// is theirs.
+		if a.bornRounds[owner][r] || sparedBySweep(pipeline.Cookie(p.Prefix, r, 0)) {
 			continue
 		}
 		msgs = append(msgs, &openflow.FlowMod{Command: openflow.FlowDelete, CookieMask: pipeline.CookieOwnerMask,

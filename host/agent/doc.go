@@ -25,7 +25,10 @@
 // the new round did not submit: by key for rounds this process registered
 // (the store saw every flow of them), by cookie for rounds of an earlier
 // agent process. A restart of a plugin holding 100,000 unchanged flows
-// thus costs the switch nothing.
+// thus costs the switch nothing. Flows the switch learned from a
+// plugin's learn action are in no round (pipeline.LearnedRound): no sweep
+// deletes them while the plugin is loaded (learned.go, sparedBySweep, the
+// rule any new sweep must keep).
 //
 // Plugins are isolated from each other: batches of one plugin run one at
 // a time, batches of different plugins run side by side and go out on the

@@ -8,8 +8,11 @@
 // in both directions. TestEveryActionTranslates and TestEveryMatchTranslates
 // iterate sdk/flow/flowtest's samples, so a type or kind without a case
 // fails there, as does one whose resolved text is not the codec's ovs-ofctl
-// text (see "Adding an action" in sdk/flow); TestReverseRoundTrip checks
-// the way back.
+// text (see "Adding an action" in sdk/flow). The way back is checked the
+// same way: TestEveryActionReverses, TestEveryMatchReverses and
+// TestEveryBucketActionReverses send every sample through a flow stats (or
+// group desc) reply, reverse it (Reverse.FromFlow, FromGroup) and require
+// the same switch flow and text when it is resolved again.
 //
 // Actions carrying a jump (ct(table=), resubmit, learn) take their table
 // IDs from pipeline.Resolved.Jumps, in action order; in group buckets and

@@ -7,11 +7,10 @@ package ofxlate
 // flows it meant to install.
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"net"
-	"net/netip"
 	"slices"
 
 	"switchyard.dev/switchyard/host/openflow"
@@ -158,10 +157,9 @@ func (r *Reverse) subfield(s openflow.Subfield) (flow.Field, error) {
 	return r.field(reg, int(s.Ofs), int(s.Bits))
 }
 
-// setField turns a set_field back into the SDK's setter for that header.
+// setField turns a set_field back into the SDK's action: a register load,
+// or a (masked) header write of the same kind the forward way took.
 func (r *Reverse) setField(sf openflow.SetField) (flow.Action, error) {
-	// none is the zero Action, whatever its representation.
-	var none flow.Action
 	of := sf.MatchField
 	if reg, ok := regNum(of.Field); ok {
 		mask := uint32(of.MaskUint64())
@@ -170,40 +168,147 @@ func (r *Reverse) setField(sf openflow.SetField) (flow.Action, error) {
 				return flow.LoadField(f, uint32(of.Uint64())>>b.Offset), nil
 			}
 		}
-		return none, fmt.Errorf("%w: plugin %q: load into reg%d bits %#x, which are no register field of the plugin", sdk.ErrUnallocatedField, r.Owner, reg, mask)
+		return nil, fmt.Errorf("%w: plugin %q: load into reg%d bits %#x, which are no register field of the plugin", sdk.ErrUnallocatedField, r.Owner, reg, mask)
+	}
+	k, ok := r.byKind[of.Field]
+	if !ok {
+		return nil, fmt.Errorf("%w: plugin %q: set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
+	}
+	n := k.Size()
+	a := &flow.ActSetField{Kind: k, Value: slices.Clone(of.Value[:n])}
+	if k == flow.MatchVlanVID {
+		// The OpenFlow "tag present" bit is implied by the SDK action.
+		a.Value[0] &^= 0x10
 	}
 	if of.Masked {
-		return none, fmt.Errorf("%w: plugin %q: masked set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
+		a.Mask = slices.Clone(of.Mask[:n])
 	}
-	mac := func() net.HardwareAddr { return of.MAC() }
-	ip4 := func() netip.Addr { return netip.AddrFrom4([4]byte(of.Value[:4])) }
-	switch r.byKind[of.Field] {
-	case flow.MatchEthSrc:
-		return flow.SetEthSrc(mac()), nil
-	case flow.MatchEthDst:
-		return flow.SetEthDst(mac()), nil
-	case flow.MatchIPv4Src:
-		return flow.SetIPv4Src(ip4()), nil
-	case flow.MatchIPv4Dst:
-		return flow.SetIPv4Dst(ip4()), nil
-	case flow.MatchTunDst:
-		return flow.SetTunDst(ip4()), nil
-	case flow.MatchTunID:
-		return flow.SetTunID(of.Uint64()), nil
-	case flow.MatchARPOp:
-		return flow.SetARPOp(uint16(of.Uint64())), nil
-	case flow.MatchARPSha:
-		return flow.SetARPSha(mac()), nil
-	case flow.MatchARPTha:
-		return flow.SetARPTha(mac()), nil
-	case flow.MatchARPSpa:
-		return flow.SetARPSpa(ip4()), nil
-	case flow.MatchARPTpa:
-		return flow.SetARPTpa(ip4()), nil
-	case flow.MatchVlanVID:
-		return flow.SetVlanVID(uint16(of.Uint64()) & 0xfff), nil
+	if err := a.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: plugin %q: %s has no SDK form: %v", sdk.ErrInvalid, r.Owner, sf, err)
 	}
-	return none, fmt.Errorf("%w: plugin %q: set_field of %s has no SDK form", sdk.ErrInvalid, r.Owner, of.Field)
+	return a, nil
+}
+
+// operand turns a subfield (of move, output or learn) back into a register
+// field of the plugin or bits of a header field.
+func (r *Reverse) operand(s openflow.Subfield) (flow.Operand, error) {
+	if _, ok := regNum(s.Field); ok {
+		f, err := r.subfield(s)
+		return flow.Reg(f), err
+	}
+	k, ok := r.byKind[s.Field]
+	if !ok {
+		return flow.Operand{}, fmt.Errorf("%w: plugin %q: subfield of %s has no SDK form", sdk.ErrInvalid, r.Owner, s.Field)
+	}
+	bits := s.Bits
+	if bits == 0 {
+		bits = uint16(k.Size() * 8)
+	}
+	if s.Ofs == 0 && int(bits) == k.Size()*8 {
+		return flow.Header(k), nil
+	}
+	return flow.HeaderBits(k, uint8(s.Ofs), uint8(bits)), nil
+}
+
+// ct turns a ct action back, its exec sets into Mark and Label.
+func (r *Reverse) ct(x openflow.CT) (flow.Action, error) {
+	if x.Force || x.Alg != 0 || x.ZoneSrc.Field != openflow.FieldNone {
+		return nil, fmt.Errorf("%w: plugin %q: %s: force, alg and a zone from a field have no SDK form", sdk.ErrInvalid, r.Owner, x)
+	}
+	ct := flow.CT{Commit: x.Commit, Zone: x.Zone, NAT: reverseNAT(x.NAT)}
+	if x.Recirc {
+		name, err := r.tableName(x.Table)
+		if err != nil {
+			return nil, err
+		}
+		ct.Resume = flow.GotoTable(name)
+	}
+	for _, e := range x.Exec {
+		sf, ok := e.(openflow.SetField)
+		switch {
+		case ok && sf.Field == openflow.FieldCTMark:
+			ct.Mark, ct.MarkMask = uint32(sf.Uint64()), uint32(sf.MaskUint64())
+			continue
+		case ok && sf.Field == openflow.FieldCTLabel:
+			ct.Label = flow.Uint128From(sf.Value[:16])
+			ct.LabelMask = flow.Uint128{Hi: ^uint64(0), Lo: ^uint64(0)}
+			if sf.Masked {
+				ct.LabelMask = flow.Uint128From(sf.Mask[:16])
+			}
+			continue
+		}
+		return nil, fmt.Errorf("%w: plugin %q: ct exec action %s has no SDK form", sdk.ErrInvalid, r.Owner, e)
+	}
+	return flow.Conntrack(ct), nil
+}
+
+// learn turns a learn action back. The learned flows' cookie is the
+// learning flow's (the host sets it), so it is not part of the SDK form.
+func (r *Reverse) learn(x openflow.Learn) (flow.Action, error) {
+	table, err := r.tableName(x.Table)
+	if err != nil {
+		return nil, err
+	}
+	l := flow.ActLearn{Table: table, Priority: x.Priority, IdleTimeout: x.IdleTimeout, HardTimeout: x.HardTimeout,
+		Specs: make([]flow.LearnSpec, 0, len(x.Specs))}
+	if x.FinIdleTimeout != 0 || x.FinHardTimeout != 0 || x.Flags != 0 {
+		return nil, fmt.Errorf("%w: plugin %q: %s: fin timeouts and flags have no SDK form", sdk.ErrInvalid, r.Owner, x)
+	}
+	for i, sp := range x.Specs {
+		dst, err := r.operand(sp.Dst)
+		if err != nil {
+			return nil, fmt.Errorf("learn spec %d: %w", i, err)
+		}
+		ls := flow.LearnSpec{Kind: flow.LearnMatch, Dst: dst, Value: sp.Imm}
+		if sp.Kind == openflow.LearnLoad {
+			ls.Kind = flow.LearnLoad
+		} else if sp.Kind != openflow.LearnMatch {
+			return nil, fmt.Errorf("%w: plugin %q: learn spec %d (%d) has no SDK form", sdk.ErrInvalid, r.Owner, i, sp.Kind)
+		}
+		if sp.Src.Field != openflow.FieldNone {
+			if ls.Src, err = r.operand(sp.Src); err != nil {
+				return nil, fmt.Errorf("learn spec %d: %w", i, err)
+			}
+		}
+		l.Specs = append(l.Specs, ls)
+	}
+	return flow.Learn(l), nil
+}
+
+// controller turns a controller action back; its meter must be the
+// plugin's.
+func (r *Reverse) controller(x openflow.Controller) (flow.Action, error) {
+	// The codec leaves max_len out when it is the whole packet, and
+	// reads an absent one back as 0.
+	if x.ID != 0 || x.Pause {
+		return nil, fmt.Errorf("%w: plugin %q: %s: a controller ID or pause has no SDK form", sdk.ErrInvalid, r.Owner, x)
+	}
+	maxLen := x.MaxLen
+	if maxLen == 0 {
+		maxLen = 0xffff
+	}
+	if x.MeterID == 0 && x.Reason == openflow.ReasonAction {
+		return flow.Controller(maxLen, x.Userdata), nil
+	}
+	reason := slices.Index(reasons[:], x.Reason)
+	if reason < 0 {
+		return nil, fmt.Errorf("%w: plugin %q: %s: packet-in reason %d has no SDK form", sdk.ErrInvalid, r.Owner, x, x.Reason)
+	}
+	var meter uint32
+	if x.MeterID != 0 {
+		var err error
+		if meter, err = r.meter(x.MeterID); err != nil {
+			return nil, err
+		}
+	}
+	return flow.ControllerMetered(maxLen, x.Userdata, flow.ControllerReason(reason), meter), nil
+}
+
+func (r *Reverse) meter(id uint32) (uint32, error) {
+	if id>>10 != uint32(r.Prefix) {
+		return 0, fmt.Errorf("%w: plugin %q: meter %d is not in the plugin's share", sdk.ErrNotOwner, r.Owner, id)
+	}
+	return id & 0x3ff, nil
 }
 
 // FromActions translates a switch action list into the plugin's terms.
@@ -231,49 +336,44 @@ func (r *Reverse) FromActions(as []openflow.Action) ([]flow.Action, error) {
 		case openflow.Conjunction:
 			a = flow.Conjunction(x.ID, x.Clause, x.NClauses)
 		case openflow.Controller:
-			// The codec leaves max_len out when it is the whole packet, and
-			// reads an absent one back as 0.
-			maxLen := x.MaxLen
-			if maxLen == 0 {
-				maxLen = 0xffff
-			}
-			a = flow.Controller(maxLen, x.Userdata)
+			a, err = r.controller(x)
 		case openflow.SetField:
 			a, err = r.setField(x)
 		case openflow.Move:
-			var src, dst flow.Field
-			if src, err = r.subfield(x.Src); err == nil {
-				if dst, err = r.subfield(x.Dst); err == nil {
-					a = flow.MoveField(src, dst)
+			var src, dst flow.Operand
+			if src, err = r.operand(x.Src); err == nil {
+				if dst, err = r.operand(x.Dst); err == nil {
+					a = flow.Move(src, dst)
 				}
 			}
 		case openflow.CT:
-			ct := flow.CT{Commit: x.Commit, Zone: x.Zone, NAT: reverseNAT(x.NAT)}
-			if x.Recirc {
-				var name string
-				if name, err = r.tableName(x.Table); err != nil {
-					return nil, err
-				}
-				ct.Resume = flow.GotoTable(name)
+			a, err = r.ct(x)
+		case openflow.CTClear:
+			a = flow.CTClear()
+		case openflow.Resubmit:
+			if x.Port != openflow.PortInPort {
+				return nil, fmt.Errorf("%w: plugin %q: %s: resubmit to a port has no SDK form", sdk.ErrInvalid, r.Owner, x)
 			}
-			for _, e := range x.Exec {
-				if sf, ok := e.(openflow.SetField); ok && sf.Field == openflow.FieldCTMark {
-					ct.Mark, ct.MarkMask = uint32(sf.Uint64()), uint32(sf.MaskUint64())
-					continue
-				}
-				return nil, fmt.Errorf("%w: plugin %q: ct exec action %s has no SDK form", sdk.ErrInvalid, r.Owner, e)
+			var name string
+			if name, err = r.tableName(x.Table); err == nil {
+				a = flow.Resubmit(flow.GotoTable(name))
 			}
-			a = flow.Conntrack(ct)
+		case openflow.Note:
+			// The switch pads a note with zero bytes; the SDK text pads
+			// it again, so trailing zeros are dropped.
+			a = flow.Note(bytes.TrimRight(x.Data, "\x00"))
+		case openflow.Learn:
+			a, err = r.learn(x)
 		case openflow.Group:
 			if x.ID>>24 != uint32(r.Prefix) {
 				return nil, fmt.Errorf("%w: plugin %q: group %d is not in the plugin's share", sdk.ErrNotOwner, r.Owner, x.ID)
 			}
 			a = flow.ApplyGroup(x.ID & 0xffffff)
 		case openflow.Meter:
-			if x.ID>>10 != uint32(r.Prefix) {
-				return nil, fmt.Errorf("%w: plugin %q: meter %d is not in the plugin's share", sdk.ErrNotOwner, r.Owner, x.ID)
+			var id uint32
+			if id, err = r.meter(x.ID); err == nil {
+				a = flow.ApplyMeter(id)
 			}
-			a = flow.ApplyMeter(x.ID & 0x3ff)
 		case openflow.DecTTL:
 			a = flow.DecTTL()
 		case openflow.PushVLAN:
@@ -344,4 +444,54 @@ func reverseNAT(n *openflow.NAT) *flow.NAT {
 		out.Selection = flow.NATRandom
 	}
 	return out
+}
+
+var reverseGroupTypes = map[openflow.GroupType]flow.GroupType{
+	openflow.GroupTypeAll: flow.GroupAll, openflow.GroupTypeSelect: flow.GroupSelect,
+	openflow.GroupTypeIndirect: flow.GroupIndirect, openflow.GroupTypeFastFailover: flow.GroupFastFailover,
+}
+
+// FromGroup translates a group of the plugin as the switch describes it
+// (group desc reply): its local ID, type, selection method and buckets.
+// Bucket IDs, which the switch assigns, are not part of the SDK form.
+func (r *Reverse) FromGroup(g *openflow.GroupDesc) (*flow.Group, error) {
+	r.init()
+	if g.GroupID>>24 != uint32(r.Prefix) {
+		return nil, fmt.Errorf("%w: plugin %q: group %d is not in the plugin's share", sdk.ErrNotOwner, r.Owner, g.GroupID)
+	}
+	t, ok := reverseGroupTypes[g.Type]
+	if !ok {
+		return nil, fmt.Errorf("%w: plugin %q: group %d: type %d has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID, g.Type)
+	}
+	out := &flow.Group{ID: g.GroupID & 0xffffff, Type: t}
+	if s := g.Selection; s != nil {
+		sel := &flow.Selection{}
+		switch s.Method {
+		case flow.SelectHash.String():
+			sel.Method = flow.SelectHash
+		case flow.SelectDPHash.String():
+			sel.Method = flow.SelectDPHash
+		default:
+			return nil, fmt.Errorf("%w: plugin %q: group %d: selection method %q has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID, s.Method)
+		}
+		if s.Param != 0 {
+			return nil, fmt.Errorf("%w: plugin %q: group %d: selection_method_param has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID)
+		}
+		for _, f := range s.Fields {
+			k, ok := r.byKind[f]
+			if !ok {
+				return nil, fmt.Errorf("%w: plugin %q: group %d: hash on %s has no SDK form", sdk.ErrInvalid, r.Owner, g.GroupID, f)
+			}
+			sel.Fields = append(sel.Fields, k)
+		}
+		out.Selection = sel
+	}
+	for i, b := range g.Buckets {
+		acts, err := r.FromActions(b.Actions)
+		if err != nil {
+			return nil, fmt.Errorf("group %d bucket %d: %w", out.ID, i, err)
+		}
+		out.Buckets = append(out.Buckets, flow.Bucket{Weight: b.Weight, WatchPort: b.WatchPort, Actions: acts})
+	}
+	return out, nil
 }

@@ -119,7 +119,8 @@ func mergeReg(out openflow.Match, of *openflow.MatchField) bool {
 type Context struct {
 	Fields map[string]flow.Bits
 	Prefix uint16
-	// Cookie is given to flows that learn actions add.
+	// Cookie is given to flows that learn actions add
+	// (pipeline.LearnedCookie).
 	Cookie uint64
 	// Jumps are the resolved targets of the actions that carry a jump
 	// (flow.JumpOf), in order (pipeline.Resolved.Jumps).
@@ -353,7 +354,7 @@ func Flow(r *pipeline.Resolved) (openflow.Flow, error) {
 	if err != nil {
 		return openflow.Flow{}, fmt.Errorf("plugin %q: flow %s: %w", r.Owner, r.Flow, err)
 	}
-	acts, err := Actions(r.Flow.Actions, &Context{Fields: r.Fields, Prefix: r.Prefix, Cookie: r.Cookie, Jumps: r.Jumps})
+	acts, err := Actions(r.Flow.Actions, &Context{Fields: r.Fields, Prefix: r.Prefix, Cookie: pipeline.LearnedCookie(r.Cookie), Jumps: r.Jumps})
 	if err != nil {
 		return openflow.Flow{}, fmt.Errorf("plugin %q: flow %s: %w", r.Owner, r.Flow, err)
 	}
@@ -416,7 +417,8 @@ func GroupMod(kind flow.OpKind, g *flowstore.GroupEntry, c *Context) (*openflow.
 		m.Command = openflow.GroupAdd
 	}
 	for _, bk := range g.Group.Buckets {
-		acts, err := Actions(bk.Actions, &Context{Fields: c.Fields, Prefix: g.Prefix, Table: c.Table})
+		acts, err := Actions(bk.Actions, &Context{Fields: c.Fields, Prefix: g.Prefix, Table: c.Table,
+			Cookie: pipeline.Cookie(g.Prefix, pipeline.LearnedRound, 0)})
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: group %d: %w", g.Owner, g.Group.ID, err)
 		}

@@ -119,7 +119,9 @@ func (a *Arbiter) register(name string, tables []sdk.Table, fields []flow.Field,
 		p.Unswept = append(p.Unswept, p.Round)
 	}
 	p.Round++
-	if p.Round == 0 { // 0 never appears in a cookie, so a fresh switch has no "current" flows by accident
+	// 0 never appears in a cookie, so a fresh switch has no "current"
+	// flows by accident; LearnedRound is reserved for learned flows.
+	if p.Round == 0 || p.Round == LearnedRound {
 		p.Round = 1
 	}
 	var errs []error

@@ -8,6 +8,12 @@ package pipeline
 //
 // so `ovs-ofctl dump-flows cookie=0x<prefix>000000000000/0xffff000000000000`
 // shows one plugin's flows, and stale rounds can be swept by cookie mask.
+//
+// Flows the switch adds from a learn action carry the plugin's prefix, the
+// learning flow's tag and the reserved round LearnedRound, which no
+// incarnation ever gets: a sweep of stale rounds by cookie so never
+// deletes learned state (ClientIP affinity), while deleting the plugin by
+// prefix still does.
 const (
 	CookiePrefixMask uint64 = 0xffff_0000_0000_0000
 	CookieOwnerMask  uint64 = 0xffff_ffff_0000_0000
@@ -16,6 +22,17 @@ const (
 // Cookie builds a flow cookie.
 func Cookie(prefix, round uint16, tag uint32) uint64 {
 	return uint64(prefix)<<48 | uint64(round)<<32 | uint64(tag)
+}
+
+// LearnedRound is the round of every learned flow's cookie; the arbiter
+// never assigns it to an incarnation.
+const LearnedRound uint16 = 0xffff
+
+// LearnedCookie is the cookie the flows learned by a flow with cookie c
+// (or, with tag 0, by a group bucket of the plugin) carry.
+func LearnedCookie(c uint64) uint64 {
+	prefix, _, tag := SplitCookie(c)
+	return Cookie(prefix, LearnedRound, tag)
 }
 
 // SplitCookie is the inverse of Cookie.

@@ -270,13 +270,13 @@ func TestResolve(t *testing.T) {
 			owner: "a",
 			flow: flow.Flow{Table: "a.class", Priority: 100, Match: flow.Match{}.InPort(3).IPv4(),
 				Actions: []flow.Action{flow.LoadField(flow.FieldPacketSource, flow.PacketSourceLocal)}, Goto: flow.GotoPipeline(flow.PipelineIP, flow.StageValidation)},
-			want: "cookie=0x1000100000000, table=0, priority=100, ip,in_port=3 actions=load:0x1->reg0[0..3],goto_table:30",
+			want: "cookie=0x1000100000000, priority=100,ip,in_port=3 actions=set_field:0x1/0xf->reg0,goto_table:30",
 		},
 		{
 			name:  "next table crosses plugins",
 			owner: "b",
 			flow:  flow.Flow{Table: "b.val", Priority: 10, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Goto: flow.NextTable(), Tag: 7},
-			want:  "cookie=0x2000100000007, table=30, priority=10, ip,nw_src=10.0.0.1 actions=goto_table:90",
+			want:  "cookie=0x2000100000007, table=30, priority=10,ip,nw_src=10.0.0.1 actions=goto_table:90",
 		},
 		{
 			name:  "goto stage picks the first table at or after it",
@@ -289,7 +289,7 @@ func TestResolve(t *testing.T) {
 			owner: "a",
 			flow: flow.Flow{Table: "a.route", Priority: 5, Match: flow.Match{}.Field(mark, 0x2a),
 				Actions: []flow.Action{flow.LoadField(mark, 1), flow.Conntrack(flow.CT{Commit: true, Resume: flow.GotoTable("b.out")})}, Goto: flow.GotoTable("a.priv")},
-			want: "cookie=0x1000100000000, table=90, priority=5, reg0=0x540/0x1fe0 actions=load:0x1->reg0[5..12],ct(commit,table=200),goto_table:130",
+			want: "cookie=0x1000100000000, table=90, priority=5,reg0=0x540/0x1fe0 actions=set_field:0x20/0x1fe0->reg0,ct(commit,table=200),goto_table:130",
 		},
 		{
 			name:  "writing into an exported table is allowed",

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -65,19 +66,55 @@ func RegMatchString(b flow.Bits, f flow.MatchField) string {
 	return fmt.Sprintf("reg%d=%#x/%#x", b.Reg, v, m)
 }
 
-// MatchString is the resolved match text.
+// MatchString is the resolved match text, exactly as ovs-ofctl prints
+// the switch's match: the plugin's register fields that share a register
+// merge into one regN=value/mask, and registers print in number order,
+// where ovs-ofctl prints them.
 func (r *Resolved) MatchString() string {
+	printed := false
 	return r.Flow.Match.Format(func(f flow.MatchField) string {
-		if f.Kind == flow.MatchRegField {
-			return RegMatchString(r.Fields[f.Field.Name], f)
+		if f.Kind != flow.MatchRegField {
+			return f.String()
 		}
-		return f.String()
+		if printed {
+			return ""
+		}
+		printed = true
+		return r.regsString()
 	})
 }
 
-// String is the canonical resolved text, close to ovs-ofctl dump-flows:
+// regsString prints the match's register fields merged per register.
+func (r *Resolved) regsString() string {
+	var val, mask [16]uint32
+	var used uint16
+	for _, f := range r.Flow.Match.Fields() {
+		if f.Kind != flow.MatchRegField {
+			continue
+		}
+		b := r.Fields[f.Field.Name]
+		val[b.Reg&15] |= uint32(f.Uint()) << b.Offset & b.Mask()
+		mask[b.Reg&15] |= uint32(f.MaskUint()) << b.Offset & b.Mask()
+		used |= 1 << (b.Reg & 15)
+	}
+	var parts []string
+	for i := range 16 {
+		if used&(1<<i) == 0 {
+			continue
+		}
+		if mask[i] == 0xffffffff {
+			parts = append(parts, fmt.Sprintf("reg%d=%#x", i, val[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("reg%d=%#x/%#x", i, val[i]&mask[i], mask[i]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// String is the canonical resolved text, what ovs-ofctl dump-flows prints
+// for the flow (without the statistics):
 //
-//	cookie=0x1000100000000, table=0, priority=100, ip,in_port=3 actions=load:0x1->reg0[0..3],goto_table:30
+//	cookie=0x1000100000000, table=0, priority=100,ip,in_port=3 actions=set_field:0x1/0xf->reg0,goto_table:30
 func (r *Resolved) String() string {
 	// Flow.Format prints the actions' jumps in action order, then the Goto.
 	jumps := append(slices.Clip(r.Jumps), r.Goto)
@@ -93,11 +130,43 @@ func (r *Resolved) String() string {
 			b, ok := r.Fields[f.Name]
 			return b, ok
 		},
-		Cookie:  r.Cookie,
+		Cookie:  LearnedCookie(r.Cookie),
 		GroupID: func(id uint32) uint32 { return GroupID(r.Prefix, id) },
 		MeterID: func(id uint32) uint32 { return MeterID(r.Prefix, id) },
 	}
-	return fmt.Sprintf("cookie=%#x, ", r.Cookie) + r.Flow.Format(fmt.Sprint(r.TableID), p, r.MatchString())
+	var b strings.Builder
+	// The header as ovs-ofctl --no-stats dump-flows prints it: table 0 and
+	// zero timeouts are left out, and a flow with a timeout asks for
+	// FLOW_REMOVED (ofxlate.Flow), which prints as send_flow_rem.
+	if r.Cookie != 0 {
+		fmt.Fprintf(&b, "cookie=%#x, ", r.Cookie)
+	}
+	if r.TableID != 0 {
+		fmt.Fprintf(&b, "table=%d, ", r.TableID)
+	}
+	if r.Flow.IdleTimeout != 0 {
+		fmt.Fprintf(&b, "idle_timeout=%d, ", r.Flow.IdleTimeout)
+	}
+	if r.Flow.HardTimeout != 0 {
+		fmt.Fprintf(&b, "hard_timeout=%d, ", r.Flow.HardTimeout)
+	}
+	if r.Flow.IdleTimeout != 0 || r.Flow.HardTimeout != 0 {
+		b.WriteString("send_flow_rem ")
+	}
+	match := r.MatchString()
+	if r.Flow.Priority != 0x8000 {
+		fmt.Fprintf(&b, "priority=%d", r.Flow.Priority)
+		if match != "" {
+			b.WriteByte(',')
+		}
+	}
+	b.WriteString(match)
+	if b.Len() > 0 && !strings.HasSuffix(b.String(), " ") {
+		b.WriteByte(' ')
+	}
+	b.WriteString("actions=")
+	b.WriteString(r.Flow.FormatActions(p))
+	return b.String()
 }
 
 // Resolve checks one flow of a plugin and resolves it. Errors wrap the sdk

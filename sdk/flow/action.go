@@ -47,7 +47,8 @@ type Printer struct {
 	// ovs-ofctl does.
 	Bits func(Field) (Bits, bool)
 	// Cookie is the cookie the host gives flows a learn action adds (the
-	// learning flow's own); learn(...) prints it.
+	// learning flow's prefix and tag, in the reserved learned round);
+	// learn(...) prints it.
 	Cookie uint64
 	// GroupID and MeterID, when set, map the plugin's local group and
 	// meter IDs to the switch's (the host prints those).
@@ -129,7 +130,7 @@ func (a *ActOutput) Format(Printer) string {
 	}
 	return fmt.Sprintf("output:%d", a.Port)
 }
-func (a *ActOutputField) Format(p Printer) string { return "output:" + p.Field(a.Field) }
+func (a *ActOutputField) Format(p Printer) string { return "output:" + Reg(a.Field).nxmText(p) }
 func (a *ActInPort) Format(Printer) string        { return "IN_PORT" }
 func (a *ActNormal) Format(Printer) string        { return "NORMAL" }
 
@@ -253,7 +254,19 @@ func (a *ActLoad) Validate() error {
 	}
 	return nil
 }
+
+// Format prints, resolved (p.Bits), what ovs-ofctl prints for the load:
+// set_field of the value and mask shifted into place in the register.
 func (a *ActLoad) Format(p Printer) string {
+	if p.Bits != nil {
+		if b, ok := p.Bits(a.Field); ok {
+			v, m := a.Value<<b.Offset&b.Mask(), b.Mask()
+			if m == 0xffffffff {
+				return fmt.Sprintf("set_field:%#x->reg%d", v, b.Reg)
+			}
+			return fmt.Sprintf("set_field:%#x/%#x->reg%d", v, m, b.Reg)
+		}
+	}
 	return fmt.Sprintf("load:%#x->%s", a.Value, p.Field(a.Field))
 }
 func (a *ActLoad) String() string { return a.Format(DefaultPrinter) }
@@ -373,14 +386,9 @@ func (a *ActMove) Validate() error {
 	return nil
 }
 
-// Format prints register-to-register moves as "move:<field>-><field>" with
-// p.Field, and moves involving a header in ovs-ofctl's NXM form.
+// Format prints the move in ovs-ofctl's NXM form; register fields print
+// as p.Field names them unless resolved (p.Bits).
 func (a *ActMove) Format(p Printer) string {
-	_, fromReg := a.From.Reg()
-	_, toReg := a.To.Reg()
-	if fromReg && toReg {
-		return fmt.Sprintf("move:%s->%s", p.Field(a.From.field), p.Field(a.To.field))
-	}
 	return "move:" + a.From.nxmText(p) + "->" + a.To.nxmText(p)
 }
 func (a *ActMove) String() string { return a.Format(DefaultPrinter) }
@@ -476,6 +484,10 @@ func (a *ActSetField) Format(Printer) string {
 		}
 	case MatchIPDSCP, MatchICMPv6Type:
 		v = fmt.Sprintf("%d", f.Uint())
+	case MatchVlanVID:
+		// The switch sets the VID with OpenFlow's "tag present" bit
+		// (0x1000), and ovs-ofctl prints the two together.
+		v = fmt.Sprintf("%d", f.Uint()|0x1000)
 	}
 	return "set_field:" + v + "->" + matchKinds[a.Kind].setName()
 }

@@ -110,7 +110,10 @@ func (b *Batch) DeleteFlows(fs ...Flow) *Batch {
 // without naming them one by one: the switch and the host's flow store
 // both drop them, atomically with the rest of the batch. A plugin that
 // tags a pod's or a rule's flows with its ID removes them all this way.
-// A mask of 0 matches every tag.
+// A mask of 0 matches every tag. Flows the switch learned from the
+// plugin's ActLearn carry the learner's tag but are not the plugin's
+// submissions: they are not deleted here, and go when they time out or
+// with the plugin.
 func (b *Batch) DeleteTagged(table string, tag, mask uint32) *Batch {
 	b.Ops = append(b.Ops, Op{Kind: OpDeleteTagged, Flow: &Flow{Table: table, Tag: tag & mask}, TagMask: mask})
 	return b

@@ -9,12 +9,15 @@
 //
 // Where to start: Flow (flow.go), Match (match.go), the action constructors
 // (action.go; ct.go for conntrack and NAT, learn.go for learn), Batch
-// (batch.go; DeleteTagged removes a plugin's flows by tag). Every Flow, Group and Meter has one canonical text form
-// (String), close to what `ovs-ofctl dump-flows` prints, used in logs,
-// errors and test expectations. Resolved by the host (register bits, table
-// and group IDs), the text of every action and match field added since the
-// vocabulary work is exactly ovs-ofctl's; host/ofxlate's tests and
-// itest/host's live test hold it to that.
+// (batch.go; DeleteTagged removes a plugin's flows by tag). Every Flow,
+// Group and Meter has one canonical text form, the one `ovs-ofctl
+// dump-flows` prints, used in logs, errors and test expectations: match
+// fields in OVS's print order and names (tp_dst, dl_vlan, nw_tos), actions
+// as ovs-ofctl spells them. Unresolved (String), register fields and
+// tables print symbolically (reg:name, @next, load:V->reg:name); resolved
+// by the host (Printer with register bits, table, group and meter IDs;
+// pipeline.Resolved.String) the whole line is exactly ovs-ofctl's, and
+// host/ofxlate's tests and itest/host's live test hold it to that.
 //
 // Each action is its own type (ActOutput, ActCT, ActLearn, ...) behind the
 // sealed Action interface, carrying only the parameters its kind has. IP
@@ -50,12 +53,20 @@
 //     untranslated type and when the resolved text differs from the
 //     codec's ovs-ofctl text. If the action carries a jump,
 //     pipeline.Arbiter.Resolve must resolve it (Resolved.Jumps).
-//  7. A live check: add the action to TestVocabularyOnLiveSwitch
-//     (itest/host), which installs it through the agent and compares
-//     ovs-ofctl dump-flows with the host's text.
+//  7. host/ofxlate reverse.go: the case in Reverse.FromActions (and
+//     Reverse.operand for a new operand), turning the host/openflow type
+//     read from the switch back into the Act* type. TestEveryActionReverses
+//     and TestEveryBucketActionReverses fail for a sample that does not
+//     come back, through a flow stats or group desc reply, as a flow that
+//     resolves to the same switch flow and text.
+//  8. A live check: add the action to TestVocabularyOnLiveSwitch
+//     (itest/host), which installs it through the agent, compares
+//     ovs-ofctl dump-flows with the host's text and reads it back with
+//     Host.Flows.
 //
 // Adding a match kind is the same walk: a MatchKind constant at the end
 // (kinds are wire numbers), its kindInfo, a builder, a flowtest.Matches
 // sample (TestEveryMatchKindHasASample), the ofxlate matchFields entry
-// (TestEveryMatchTranslates), and the live test.
+// (TestEveryMatchTranslates; the same entry serves the way back,
+// TestEveryMatchReverses), and the live test.
 package flow

@@ -183,6 +183,13 @@ func (f *Flow) Format(table string, p Printer, match string) string {
 		b.WriteString(match)
 	}
 	b.WriteString(" actions=")
+	b.WriteString(f.FormatActions(p))
+	return b.String()
+}
+
+// FormatActions renders the actions and the Goto as the part of a flow's
+// text after "actions=" ("drop" when there are none).
+func (f *Flow) FormatActions(p Printer) string {
 	var acts []string
 	for _, a := range f.Actions {
 		acts = append(acts, formatAction(a, p))
@@ -193,8 +200,7 @@ func (f *Flow) Format(table string, p Printer, match string) string {
 	if len(acts) == 0 {
 		acts = []string{"drop"}
 	}
-	b.WriteString(strings.Join(acts, ","))
-	return b.String()
+	return strings.Join(acts, ",")
 }
 
 // GroupType is the OpenFlow group type.

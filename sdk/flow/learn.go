@@ -103,8 +103,11 @@ func (s LearnSpec) text(p Printer) string {
 // ActLearn adds (or refreshes) a flow in Table each time it runs: the
 // building block of session affinity, which pins a client to the backend
 // its first packet was sent to. Table is a table the plugin may write (its
-// own or an exported one); the learned flow carries the cookie of the flow
-// that learned it. A zero Priority means OVS's default, 32768.
+// own or an exported one). The learned flow carries the plugin's cookie
+// prefix and the tag of the flow that learned it (in a round reserved for
+// learned flows, which the host's sweeps after Synced never delete), so
+// Host.Flows reads it back under that tag. A zero Priority means OVS's
+// default, 32768.
 type ActLearn struct {
 	Table       string
 	Priority    uint16

@@ -99,10 +99,10 @@ var matchKinds = [numMatchKinds]kindInfo{
 	MatchIPv4Dst:    {name: "nw_dst", size: 4, of: "ip_dst", nxm: "NXM_OF_IP_DST", writable: true},
 	MatchIPv6Src:    {name: "ipv6_src", size: 16, nxm: "NXM_NX_IPV6_SRC", writable: true},
 	MatchIPv6Dst:    {name: "ipv6_dst", size: 16, nxm: "NXM_NX_IPV6_DST", writable: true},
-	MatchTCPSrc:     {name: "tcp_src", size: 2, nxm: "NXM_OF_TCP_SRC", writable: true, dec: true},
-	MatchTCPDst:     {name: "tcp_dst", size: 2, nxm: "NXM_OF_TCP_DST", writable: true, dec: true},
-	MatchUDPSrc:     {name: "udp_src", size: 2, nxm: "NXM_OF_UDP_SRC", writable: true, dec: true},
-	MatchUDPDst:     {name: "udp_dst", size: 2, nxm: "NXM_OF_UDP_DST", writable: true, dec: true},
+	MatchTCPSrc:     {name: "tcp_src", label: "tp_src", size: 2, nxm: "NXM_OF_TCP_SRC", writable: true, dec: true},
+	MatchTCPDst:     {name: "tcp_dst", label: "tp_dst", size: 2, nxm: "NXM_OF_TCP_DST", writable: true, dec: true},
+	MatchUDPSrc:     {name: "udp_src", label: "tp_src", size: 2, nxm: "NXM_OF_UDP_SRC", writable: true, dec: true},
+	MatchUDPDst:     {name: "udp_dst", label: "tp_dst", size: 2, nxm: "NXM_OF_UDP_DST", writable: true, dec: true},
 	MatchICMPType:   {name: "icmp_type", size: 1, nxm: "NXM_OF_ICMP_TYPE", writable: true, dec: true},
 	MatchICMPCode:   {name: "icmp_code", size: 1, nxm: "NXM_OF_ICMP_CODE", writable: true, dec: true},
 	MatchARPOp:      {name: "arp_op", size: 2, nxm: "NXM_OF_ARP_OP", writable: true, dec: true},
@@ -726,11 +726,69 @@ func (m Match) String() string {
 	return m.Format(func(f MatchField) string { return f.String() })
 }
 
+// printOrder is the order in which ovs-ofctl prints match fields (OVS's
+// match_format), so that a match's text is exactly the switch's. The
+// EtherType/protocol shorthand ("tcp", "ipv6") sits at rankShort and all
+// register fields at rankReg (ordered by register when resolved).
+var printOrder = [numMatchKinds]uint8{
+	MatchPktMark: 1, MatchConjID: 2, MatchCTState: 3, MatchCTZone: 4, MatchCTMark: 5, MatchCTLabel: 6,
+	MatchCTNwSrc: 7, MatchCTIPv6Src: 8, MatchCTNwDst: 9, MatchCTIPv6Dst: 10, MatchCTNwProto: 11, MatchCTTpSrc: 12, MatchCTTpDst: 13,
+	// rankShort = 14, rankReg = 15
+	MatchRegField: rankReg,
+	MatchTunID:    16, MatchTunSrc: 17, MatchTunDst: 18, MatchTunIPv6Src: 19, MatchTunIPv6Dst: 20, MatchMetadata: 21,
+	MatchInPort: 22, MatchVlanVID: 23, MatchEthSrc: 24, MatchEthDst: 25, MatchEthType: 26,
+	MatchIPv6Src: 27, MatchIPv6Dst: 28, MatchARPSpa: 29, MatchARPTpa: 30, MatchIPv4Src: 31, MatchIPv4Dst: 32,
+	MatchIPProto: 33, MatchARPOp: 34, MatchARPSha: 35, MatchARPTha: 36, MatchIPDSCP: 37, MatchIPECN: 38,
+	MatchICMPType: 39, MatchICMPv6Type: 39, MatchICMPCode: 40, MatchICMPv6Code: 40, MatchNDTarget: 41, MatchNDSLL: 42, MatchNDTLL: 43,
+	MatchTCPSrc: 44, MatchUDPSrc: 44, MatchSCTPSrc: 44, MatchTCPDst: 45, MatchUDPDst: 45, MatchSCTPDst: 45,
+	MatchTCPFlags: 46,
+}
+
+const (
+	rankShort = 14
+	rankReg   = 15
+)
+
 // Format renders the match with a custom printer for each field other than
-// the EtherType/protocol shorthands. The host uses it to print resolved
-// register bits.
+// the EtherType/protocol shorthands, in ovs-ofctl's field order. The host
+// uses it to print resolved register bits; a field printed as "" is left
+// out (the host merges the fields of one register into one).
 func (m Match) Format(field func(MatchField) string) string {
-	var parts []string
+	type part struct {
+		rank uint8
+		text string
+	}
+	parts := make([]part, 0, len(m.fields)+1)
+	short, skipType, skipProto := m.shorthand()
+	if short != "" {
+		parts = append(parts, part{rankShort, short})
+	}
+	for _, f := range m.fields {
+		if (skipType && f.Kind == MatchEthType) || (skipProto && f.Kind == MatchIPProto) {
+			continue
+		}
+		var rank uint8
+		if f.Kind.Valid() {
+			rank = printOrder[f.Kind]
+		}
+		if t := field(f); t != "" {
+			parts = append(parts, part{rank, t})
+		}
+	}
+	slices.SortStableFunc(parts, func(a, b part) int { return int(a.rank) - int(b.rank) })
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p.text)
+	}
+	return b.String()
+}
+
+// shorthand is the EtherType/protocol shorthand ovs-ofctl prints ("ip",
+// "tcp6"), and whether it stands for the EtherType and the protocol.
+func (m Match) shorthand() (short string, skipType, skipProto bool) {
 	var ethType, proto uint64
 	hasEth, hasProto := false, false
 	if f, ok := m.Get(MatchEthType, ""); ok {
@@ -739,7 +797,6 @@ func (m Match) Format(field func(MatchField) string) string {
 	if f, ok := m.Get(MatchIPProto, ""); ok {
 		proto, hasProto = f.Uint(), true
 	}
-	short, l4 := "", false
 	if hasEth && hasProto {
 		switch {
 		case ethType == uint64(EthTypeIPv4):
@@ -747,7 +804,7 @@ func (m Match) Format(field func(MatchField) string) string {
 		case ethType == uint64(EthTypeIPv6):
 			short = l4Short6[proto]
 		}
-		l4 = short != ""
+		skipProto = short != ""
 	}
 	if short == "" && hasEth {
 		switch ethType {
@@ -759,19 +816,7 @@ func (m Match) Format(field func(MatchField) string) string {
 			short = "arp"
 		}
 	}
-	if short != "" {
-		parts = append(parts, short)
-	}
-	for _, f := range m.fields {
-		if short != "" && f.Kind == MatchEthType {
-			continue
-		}
-		if l4 && f.Kind == MatchIPProto {
-			continue
-		}
-		parts = append(parts, field(f))
-	}
-	return strings.Join(parts, ",")
+	return short, short != "", skipProto
 }
 
 // checkPrerequisites reports matches the switch would refuse for a

@@ -31,7 +31,7 @@ func TestPodFlowsIPv4(t *testing.T) {
 		"table=podnet.arp_guard, priority=200, arp,in_port=5,dl_src=0a:58:0a:f4:01:05,arp_spa=10.244.1.5,arp_sha=0a:58:0a:f4:01:05 actions=goto_table:@next",
 		"table=podnet.ip_guard, priority=200, ip,in_port=5,dl_src=0a:58:0a:f4:01:05,nw_src=10.244.1.5 actions=goto_table:@next",
 		// The ARP responder for the gateway: request in, reply back out of in_port.
-		"table=podnet.arp_forward, priority=220, arp,in_port=5,arp_op=1,arp_tpa=10.244.1.1 actions=set_field:0a:58:0a:f4:01:05->eth_dst,set_field:0a:58:0a:f4:01:01->eth_src,set_field:2->arp_op,set_field:0a:58:0a:f4:01:05->arp_tha,set_field:10.244.1.5->arp_tpa,set_field:0a:58:0a:f4:01:01->arp_sha,set_field:10.244.1.1->arp_spa,IN_PORT",
+		"table=podnet.arp_forward, priority=220, arp,in_port=5,arp_tpa=10.244.1.1,arp_op=1 actions=set_field:0a:58:0a:f4:01:05->eth_dst,set_field:0a:58:0a:f4:01:01->eth_src,set_field:2->arp_op,set_field:0a:58:0a:f4:01:05->arp_tha,set_field:10.244.1.5->arp_tpa,set_field:0a:58:0a:f4:01:01->arp_sha,set_field:10.244.1.1->arp_spa,IN_PORT",
 		"table=podnet.l3_forward, priority=200, ip,dl_dst=0a:58:0a:f4:01:01,nw_dst=10.244.1.5 actions=set_field:0a:58:0a:f4:01:01->eth_src,set_field:0a:58:0a:f4:01:05->eth_dst,dec_ttl,goto_table:@next",
 		"table=podnet.l2_forward, priority=200, dl_dst=0a:58:0a:f4:01:05 actions=load:0x5->reg:sdk.target_ofport,load:0x1->reg:sdk.output_ready,goto_table:@next",
 	}

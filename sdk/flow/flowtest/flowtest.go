@@ -57,6 +57,7 @@ func Actions(table string) []Named {
 		{"set_tun_dst", flow.SetTunDst(netip.MustParseAddr("192.168.0.9"))},
 		{"set_tun_id", flow.SetTunID(100)},
 		{"set_pkt_mark", flow.SetPktMark(0x2, 0x2)},
+		{"set_vlan_vid", flow.SetVlanVID(20)},
 		{"load", flow.LoadField(Mark, 7)},
 		{"move_reg", flow.MoveField(Mark, Mark2)},
 		{"move_header_to_reg", flow.Move(flow.Header(flow.MatchIPv4Src), flow.Reg(Addr))},
