@@ -580,3 +580,43 @@ func TestResourcesListed(t *testing.T) {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
 }
+
+// TestSweepSparesHeldAndLearned: the foreign sweep keeps a flow the store
+// holds under an older round (a restarted plugin re-submitted it unchanged,
+// so the switch kept its old cookie) and the flows the switch learned for
+// a loaded plugin; a round nobody holds goes.
+func TestSweepSparesHeldAndLearned(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	f := flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(1)}
+	register(t, a, "a", tVal)
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(f), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	register(t, a, "a", tVal) // round 2 re-submits f unchanged: a refresh
+	if err := a.Apply(ctx, "a", flow.NewBatch().AddFlows(f), config.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Synced(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	sw.mu.Lock()
+	sw.dump = []openflow.FlowStats{
+		cookie(pipeline.Cookie(1, 1, 0)),                     // f, still under round 1: held
+		cookie(pipeline.Cookie(1, pipeline.LearnedRound, 7)), // learned by the switch
+		cookie(pipeline.Cookie(1, 3, 0)),                     // nobody's
+	}
+	sw.mu.Unlock()
+	before := sw.count()
+	res, err := a.SweepForeign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Flows != 1 {
+		t.Errorf("swept %d flows, want 1 (only round 3)", res.Flows)
+	}
+	if diff := cmp.Diff([]string{"DEL cookie=0x1000300000000, table=255, priority=0 actions=drop"}, sw.textsSince(before)); diff != "" {
+		t.Errorf("sweep bundle (-want +got):\n%s", diff)
+	}
+}

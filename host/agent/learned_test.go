@@ -48,6 +48,9 @@ func TestLearnedFlowsSurviveSynced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := a.loadLayout(); err != nil {
+			t.Fatal(err)
+		}
 		return a, sw
 	}
 	learner := flow.Flow{Table: "a.val", Priority: 5, Tag: 0x42, Match: flow.Match{}.TCP4().TCPDst(80), Actions: []flow.Action{

@@ -68,10 +68,19 @@ func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
 	}
 	gone := map[owner]int{}
 	zero := 0
+	a.mu.Lock()
+	live := a.store.OwnerRounds()
+	a.mu.Unlock()
 	for _, f := range flows {
 		c := f.Flow.Cookie
 		if c == 0 {
 			zero++
+			continue
+		}
+		// Kept: flows the store holds under an older round (re-submitted
+		// unchanged by a restarted plugin, so never rewritten) and flows
+		// the switch learned for a loaded plugin.
+		if live[uint32(c>>32)] || sparedBySweep(c) {
 			continue
 		}
 		prefix, round, _ := pipeline.SplitCookie(c)

@@ -400,6 +400,18 @@ func (s *Store) Meters(owner string) []*MeterEntry {
 	return out
 }
 
+// OwnerRounds returns the owner bits (cookie prefix and round: the high 32
+// bits) of every held flow's cookie. A flow a restarted plugin re-submitted
+// unchanged keeps the round that installed it, so a round older than the
+// plugin's current one can still hold live flows.
+func (s *Store) OwnerRounds() map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, h := range s.byKey {
+		out[uint32(h.cookie>>32)] = true
+	}
+	return out
+}
+
 // Owners lists owners with state, sorted.
 func (s *Store) Owners() []string { return slices.Sorted(maps.Keys(s.owners)) }
 

@@ -12,8 +12,8 @@ import (
 func TestBlocksConfiguredPorts(t *testing.T) {
 	p := sdktest.Start(t, blocker{}, sdktest.Options{Config: []byte(`{"blockTCPPorts": [23, 2323]}`)})
 	want := []string{
-		"table=template.block, priority=100, tcp,tcp_dst=23 actions=drop",
-		"table=template.block, priority=100, tcp,tcp_dst=2323 actions=drop",
+		"table=template.block, priority=100, tcp,tp_dst=23 actions=drop",
+		"table=template.block, priority=100, tcp,tp_dst=2323 actions=drop",
 	}
 	if got := p.Host.FlowTexts(tableBlock); !slices.Equal(got, want) {
 		t.Errorf("flows:\n got %q\nwant %q", got, want)

@@ -36,7 +36,7 @@ func (guard) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRespon
 
 func TestStart(t *testing.T) {
 	p := sdktest.Start(t, guard{}, sdktest.Options{Config: []byte(`{"audit":true}`)})
-	if diff := cmp.Diff([]string{"table=guard.in, priority=10, tcp,tcp_dst=23 actions=drop"}, p.Host.FlowTexts("guard.in")); diff != "" {
+	if diff := cmp.Diff([]string{"table=guard.in, priority=10, tcp,tp_dst=23 actions=drop"}, p.Host.FlowTexts("guard.in")); diff != "" {
 		t.Errorf("flows (-want +got):\n%s", diff)
 	}
 	if p.Host.SyncedCalls() != 1 || p.Host.Batches() != 1 {
