@@ -194,9 +194,10 @@ func TestSDKReadBackOverPluginProcess(t *testing.T) {
 	if p0.Table != "gamma.punt" || p0.Tag != 0x200 || p0.InPort != a.ofport || p0.Fields["gamma.mark"] != 0x5a || p0.PacketOutError != "" {
 		t.Errorf("packet-in = %+v; want table gamma.punt, tag 0x200, in_port %d, gamma.mark 0x5a, packet-out accepted", p0, a.ofport)
 	}
-	// ct_state +trk (0x20) +new (0x1), zone 5, the ICMP tuple.
-	if p0.CTState&0x21 != 0x21 || p0.CTZone != 5 || p0.CTSrc != a.ip || p0.CTDst != puntIP || p0.CTProto != 1 {
-		t.Errorf("packet-in ct state = %+v; want +new+trk, zone 5, tuple %s -> %s icmp", p0, a.ip, puntIP)
+	// ct_state +trk (0x20) +new (0x1), zone 1 (the first zone the host
+	// grants, and gamma is the only plugin asking for one), the ICMP tuple.
+	if p0.CTState&0x21 != 0x21 || p0.CTZone != 1 || p0.CTSrc != a.ip || p0.CTDst != puntIP || p0.CTProto != 1 {
+		t.Errorf("packet-in ct state = %+v; want +new+trk, zone 1, tuple %s -> %s icmp", p0, a.ip, puntIP)
 	}
 	if !strings.Contains(p0.RefusedResume, `plugin "gamma"`) || !strings.Contains(p0.RefusedResume, `"no.such.table"`) {
 		t.Errorf("packet-out to an unknown table: error %q does not name plugin and table", p0.RefusedResume)

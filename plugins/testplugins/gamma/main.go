@@ -62,6 +62,9 @@ type packetInRecord struct {
 	RefuseErr string            `json:"refusedResumeError"`
 }
 
+// zoneName is gamma's ct zone resource.
+const zoneName = "gamma.zone"
+
 func (*gamma) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.DescribeResponse) error {
 	r.Name, r.Version = "gamma", "1.0.0"
 	r.Tables = []sdk.Table{
@@ -70,6 +73,9 @@ func (*gamma) Describe(_ context.Context, _ sdk.DescribeRequest, r *sdk.Describe
 		{Name: tPunt, Pipeline: flow.PipelineIP, Stage: flow.StageOutput},
 	}
 	r.Fields = []flow.Field{mark}
+	// The punt path's conntrack zone is granted by the host, as every
+	// shared resource is.
+	r.Resources = []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: zoneName}}
 	return nil
 }
 
@@ -82,6 +88,7 @@ func (g *gamma) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRes
 		return fmt.Errorf("gamma needs exactly two ports, got %d", len(cfg.Ports))
 	}
 	h := req.Host
+	zone := uint16(req.Assignment.Grants[zoneName].Value)
 	var ofports [2]uint32
 	for i, p := range cfg.Ports {
 		port, err := h.CreatePort(ctx, sdk.PortRequest{Name: p.Name, OFPort: p.OFPort})
@@ -111,7 +118,7 @@ func (g *gamma) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRes
 		// The punted packet goes through conntrack first, so its
 		// packet-in carries ct state, zone and tuple as well as the mark.
 		flow.Flow{Table: tClass, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP().IPv4Dst(punt),
-			Actions: []flow.Action{flow.LoadField(mark, 0x5a), flow.Conntrack(flow.CT{Zone: 5, Resume: flow.GotoTable(tPunt)})}},
+			Actions: []flow.Action{flow.LoadField(mark, 0x5a), flow.Conntrack(flow.CT{Zone: zone, Resume: flow.GotoTable(tPunt)})}},
 		flow.Flow{Table: tPunt, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP().CTState(flow.CTTracked, flow.CTTracked),
 			Actions: []flow.Action{flow.Controller(0xffff, nil)}},
 		flow.Flow{Table: tClass, Priority: 50, Tag: tagIdle, IdleTimeout: 1, Match: flow.Match{}.IPv4().IPv4Dst(netip.MustParseAddr("10.9.9.9"))},
