@@ -138,37 +138,38 @@ func (a *Agent) prefix(owner string) (uint16, error) {
 
 // GroupStats reads owner's group counters from the switch.
 func (a *Agent) GroupStats(ctx context.Context, owner string, ids ...uint32) ([]sdk.GroupStats, error) {
-	prefix, err := a.prefix(owner)
-	if err != nil {
-		return nil, err
-	}
-	want := map[uint32]bool{}
-	for _, id := range ids {
-		want[id] = false
-	}
-	got, err := a.sw.GroupStats(ctx, openflow.GroupAll)
-	if err != nil {
-		return nil, fmt.Errorf("%w: plugin %q: read back groups: %v", sdk.ErrSwitch, owner, err)
-	}
-	var out []sdk.GroupStats
-	for _, g := range got {
-		if g.GroupID>>24 != uint32(prefix) || !wanted(want, g.GroupID&0xffffff) {
-			continue
-		}
-		out = append(out, sdk.GroupStats{ID: g.GroupID & 0xffffff, RefCount: g.RefCount, Packets: g.PacketCount, Bytes: g.ByteCount,
-			Duration: time.Duration(g.DurationSec)*time.Second + time.Duration(g.DurationNsec),
-			Buckets: toCounters(g.Buckets, func(b openflow.BucketStats) sdk.Counter {
-				return sdk.Counter{Packets: b.PacketCount, Bytes: b.ByteCount}
-			})})
-	}
-	if m := missing(want); len(m) > 0 {
-		return out, fmt.Errorf("%w: plugin %q has no group %v on the switch", sdk.ErrNotFound, owner, m)
-	}
-	return out, nil
+	return readOwned(ctx, a, owner, "group", ids, 24,
+		func() ([]openflow.GroupStats, error) { return a.sw.GroupStats(ctx, openflow.GroupAll) },
+		func(g openflow.GroupStats) uint32 { return g.GroupID },
+		func(id uint32, g openflow.GroupStats) sdk.GroupStats {
+			return sdk.GroupStats{ID: id, RefCount: g.RefCount, Packets: g.PacketCount, Bytes: g.ByteCount,
+				Duration: time.Duration(g.DurationSec)*time.Second + time.Duration(g.DurationNsec),
+				Buckets: toCounters(g.Buckets, func(b openflow.BucketStats) sdk.Counter {
+					return sdk.Counter{Packets: b.PacketCount, Bytes: b.ByteCount}
+				})}
+		})
 }
 
 // MeterStats reads owner's meter counters from the switch.
 func (a *Agent) MeterStats(ctx context.Context, owner string, ids ...uint32) ([]sdk.MeterStats, error) {
+	return readOwned(ctx, a, owner, "meter", ids, 10,
+		func() ([]openflow.MeterStats, error) { return a.sw.MeterStats(ctx, openflow.MeterAll) },
+		func(m openflow.MeterStats) uint32 { return m.MeterID },
+		func(id uint32, m openflow.MeterStats) sdk.MeterStats {
+			return sdk.MeterStats{ID: id, FlowCount: m.FlowCount, Packets: m.PacketInCount, Bytes: m.ByteInCount,
+				Duration: time.Duration(m.DurationSec)*time.Second + time.Duration(m.DurationNsec),
+				Bands: toCounters(m.Bands, func(b openflow.MeterBandStats) sdk.Counter {
+					return sdk.Counter{Packets: b.PacketCount, Bytes: b.ByteCount}
+				})}
+		})
+}
+
+// readOwned reads every group or meter from the switch and keeps owner's:
+// those whose global ID carries its prefix above the low shift bits (the
+// plugin-local ID), limited to ids when any are given. An ID asked for and
+// not on the switch is named in an ErrNotFound, next to what was found.
+func readOwned[T, S any](ctx context.Context, a *Agent, owner, kind string, ids []uint32, shift uint,
+	read func() ([]T, error), global func(T) uint32, convert func(local uint32, t T) S) ([]S, error) {
 	prefix, err := a.prefix(owner)
 	if err != nil {
 		return nil, err
@@ -177,23 +178,21 @@ func (a *Agent) MeterStats(ctx context.Context, owner string, ids ...uint32) ([]
 	for _, id := range ids {
 		want[id] = false
 	}
-	got, err := a.sw.MeterStats(ctx, openflow.MeterAll)
+	got, err := read()
 	if err != nil {
-		return nil, fmt.Errorf("%w: plugin %q: read back meters: %v", sdk.ErrSwitch, owner, err)
+		return nil, fmt.Errorf("%w: plugin %q: read back %ss: %v", sdk.ErrSwitch, owner, kind, err)
 	}
-	var out []sdk.MeterStats
-	for _, m := range got {
-		if m.MeterID>>10 != uint32(prefix) || !wanted(want, m.MeterID&0x3ff) {
+	localMask := uint32(1)<<shift - 1
+	var out []S
+	for _, t := range got {
+		id := global(t)
+		if id>>shift != uint32(prefix) || !wanted(want, id&localMask) {
 			continue
 		}
-		out = append(out, sdk.MeterStats{ID: m.MeterID & 0x3ff, FlowCount: m.FlowCount, Packets: m.PacketInCount, Bytes: m.ByteInCount,
-			Duration: time.Duration(m.DurationSec)*time.Second + time.Duration(m.DurationNsec),
-			Bands: toCounters(m.Bands, func(b openflow.MeterBandStats) sdk.Counter {
-				return sdk.Counter{Packets: b.PacketCount, Bytes: b.ByteCount}
-			})})
+		out = append(out, convert(id&localMask, t))
 	}
 	if m := missing(want); len(m) > 0 {
-		return out, fmt.Errorf("%w: plugin %q has no meter %v on the switch", sdk.ErrNotFound, owner, m)
+		return out, fmt.Errorf("%w: plugin %q has no %s %v on the switch", sdk.ErrNotFound, owner, kind, m)
 	}
 	return out, nil
 }
