@@ -29,7 +29,6 @@ type nodeState struct {
 	known    bool
 	waiting  string // why the facts are not known yet
 	overhead map[string]int
-	nodes    map[string]sdk.NodeInfo
 	ovsDown  bool
 	api      sdk.Endpoint
 	ctrl     sdk.Endpoint
@@ -175,21 +174,11 @@ func (a *Agent) setOverhead(ctx context.Context, plugin string, n int) {
 	a.factsChangedLocked(ctx, old, f)
 }
 
-// ObserveNode records a change of another node and tells every plugin
-// subscribed to node events.
+// ObserveNode tells every plugin subscribed to node events about a change
+// of another node; NodeEvent records it for replay to later incarnations.
 func (a *Agent) ObserveNode(ctx context.Context, kind sdk.NodeEventKind, info sdk.NodeInfo) {
 	a.ns.evMu.Lock()
 	defer a.ns.evMu.Unlock()
-	a.ns.mu.Lock()
-	if a.ns.nodes == nil {
-		a.ns.nodes = map[string]sdk.NodeInfo{}
-	}
-	if kind == sdk.NodeDeleted {
-		delete(a.ns.nodes, info.Name)
-	} else {
-		a.ns.nodes[info.Name] = info
-	}
-	a.ns.mu.Unlock()
 	a.log.Debug("node event", "kind", kind, "node", info.Name, "node_ips", info.NodeIPs, "pod_cidrs", info.PodCIDRs)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -3,14 +3,10 @@ package host
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
 
-	"switchyard.dev/switchyard/host/agent"
-	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
@@ -20,24 +16,9 @@ import (
 // and a batch the switch itself refuses (which must leave nothing behind).
 func TestGroupsMetersAndRefusals(t *testing.T) {
 	n := newNode(t)
-	n.writeConfig()
-	cfg, err := config.Load(n.cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cfg := newInProcessAgent(t, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sw, db, err := agent.Connect(ctx, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	defer sw.Close()
-	a, err := agent.New(cfg, sw, db, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
