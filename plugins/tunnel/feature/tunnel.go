@@ -356,6 +356,11 @@ func (t *Tunnel) pruneUnseen(d time.Duration) {
 }
 
 func (t *Tunnel) addRoutes(p flows.Peer) error {
+	if t.facts.Uplink != "" {
+		if err := hostnet.Resolve(t.facts.Uplink, p.IP); err != nil {
+			t.log.Warn("could not resolve a peer's underlay address ahead of traffic; its first packet may be lost", "node", p.Name, "node_ip", p.IP, "error", err)
+		}
+	}
 	for _, r := range routesOf(p) {
 		if err := hostnet.AddRoute(t.gw, r, flows.RemoteMAC); err != nil {
 			return fmt.Errorf("peer %s: %w", p.Name, err)

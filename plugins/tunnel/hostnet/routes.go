@@ -85,3 +85,25 @@ func EnableForwarding() error {
 	}
 	return nil
 }
+
+// Resolve asks the kernel to resolve ip's MAC on the uplink now (a
+// neighbour update with NTF_USE, which sends the ARP request without any
+// packet waiting). ovs-vswitchd learns the answer from the reply it
+// forwards on the underlay bridge, so the first packet into the tunnel
+// towards that peer finds its tunnel neighbour entry instead of being
+// dropped while ovs-vswitchd asks itself.
+func Resolve(uplink string, ip netip.Addr) error {
+	l, err := netlink.LinkByName(uplink)
+	if err != nil {
+		return fmt.Errorf("uplink %q: %w", uplink, err)
+	}
+	fam := netlink.FAMILY_V4
+	if ip.Is6() {
+		fam = netlink.FAMILY_V6
+	}
+	n := &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: fam, IP: net.IP(ip.AsSlice()), Flags: netlink.NTF_USE}
+	if err := netlink.NeighSet(n); err != nil {
+		return fmt.Errorf("resolving %s on %s: %w", ip, uplink, err)
+	}
+	return nil
+}
