@@ -111,6 +111,21 @@ func (c *Cluster) AddNode(t testenv.T) *Node {
 	return n
 }
 
+// AddExternal creates a host on the underlay that is not a node: a
+// namespace on the fabric holding 198.18.0.<host>/24 (pick host above the
+// node indexes, below 255). It is removed on cleanup.
+func (c *Cluster) AddExternal(t testenv.T, host int) (ns string, ip net.IP) {
+	t.Helper()
+	ip = net.IPv4(198, 18, 0, byte(host)).To4()
+	ns = netns.Create(t, testenv.Name(fmt.Sprintf("ext%d", host)))
+	port := fmt.Sprintf("x%d", host)
+	run(t, "ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", c.Fabric)
+	run(t, "ip", "-n", c.Fabric, "link", "set", port, "master", "fabric", "up")
+	run(t, "ip", "-n", ns, "addr", "add", ip.String()+"/24", "dev", "eth0")
+	run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+	return ns, ip
+}
+
 // DeleteNodeObject deletes the node's Node object, as `kubectl delete
 // node` would; its namespace and processes stay until cleanup.
 func (c *Cluster) DeleteNodeObject(t testenv.T, n *Node) {

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/controlplane"
+	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/nodeagent"
 	"switchyard.dev/switchyard/itest/probe"
 	"switchyard.dev/switchyard/itest/testenv"
@@ -161,3 +163,42 @@ func podEndpoints(ps []*cluster.Pod, v6 bool) []probe.Endpoint {
 	}
 	return eps
 }
+
+// whoami serves, on port in ns, each TCP client its own source address as
+// the server sees it, then closes.
+func whoami(t testenv.T, ns string, port int) {
+	t.Helper()
+	l, err := netns.Listen(ns, "tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			fmt.Fprintln(c, host)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+}
+
+// seenAs dials ip:port from ns and returns the source address the whoami
+// server saw.
+func seenAs(ns string, ip net.IP, port int) (string, error) {
+	c, err := netns.Dial(ns, "tcp", net.JoinHostPort(ip.String(), fmt.Sprint(port)), 3*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	return strings.TrimSpace(string(b)), err
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
