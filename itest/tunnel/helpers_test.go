@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/controlplane"
 	"switchyard.dev/switchyard/itest/netns"
@@ -39,7 +38,10 @@ type opts struct {
 func start(t testenv.T, o opts) *env {
 	t.Helper()
 	e := &env{agents: map[string]*nodeagent.Agent{}}
-	e.bins = build.Commands(t, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel")
+	if binsErr != nil {
+		t.Fatalf("a binary the test runs did not build: %v", binsErr)
+	}
+	e.bins = bins
 	e.cp = controlplane.Start(t)
 	nb := nodeagent.Binaries{Agent: e.bins["switchyard-agent"], CNI: e.bins["switchyard-cni"],
 		Plugins: map[string]string{"podnet": e.bins["podnet"], "tunnel": e.bins["tunnel"]}}
