@@ -3,8 +3,8 @@ package tunnel
 import (
 	"fmt"
 	"io"
-	"os"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
