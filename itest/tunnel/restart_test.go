@@ -24,6 +24,7 @@ import (
 // some (one second of two busy loops alone costs ~150 at load 13, a kill
 // of podnet ~600), while the datapath itself does not change.
 func TestKillTunnelDuringStream(t *testing.T) {
+	testenv.LookPath(t, "iperf3", "iperf3")
 	e := start(t, opts{nodes: 2})
 	ps := e.pods(t, "k", e.c.Nodes)
 	src, dst := ps[0], ps[1]
