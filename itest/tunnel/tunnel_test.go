@@ -51,6 +51,9 @@ func TestCrossNodeGeneve(t *testing.T) {
 	// address the node's routing picks (the gateway's, for a pod), which
 	// the pod's connected socket ignores, with or without a tunnel.
 	matrix(t, nodes, v4, true, probe.ICMP, probe.TCP, probe.UDP)
+	// IPv6 too: the node's route to a remote IPv6 pod CIDR goes via the
+	// peer's gateway with a permanent neighbour entry.
+	matrix(t, nodes, v6, true, probe.ICMP, probe.TCP)
 	matrix(t, v4, nodes, true, probe.ICMP, probe.TCP)
 
 	// An agent restart finds br-phy in place and changes nothing.
