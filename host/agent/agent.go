@@ -100,6 +100,8 @@ type Agent struct {
 	replays   int
 	replayMu  sync.Mutex
 	eventDone chan struct{}
+	// mem returns a sync's garbage to the kernel (memory.go).
+	mem *memoryRelease
 }
 
 // New builds an agent over a connected switch and OVSDB. It only checks
@@ -111,7 +113,7 @@ type Agent struct {
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
 	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
-		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
+		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json"), mem: newMemoryRelease()}
 	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
 	a.arb = pipeline.New()
 	// Called under a.mu, from Plan.

@@ -32,6 +32,7 @@ type fakeSwitch struct {
 	// What the read-back and the foreign sweep read.
 	dump       []openflow.FlowStats
 	dumpReq    []openflow.FlowStatsRequest
+	cookies    []openflow.FlowCookie
 	groups     []openflow.GroupStats
 	groupDescs []openflow.GroupDesc
 	meters     []openflow.MeterStats
@@ -72,6 +73,13 @@ func (f *fakeSwitch) DumpFlows(_ context.Context, req openflow.FlowStatsRequest)
 	defer f.mu.Unlock()
 	f.dumpReq = append(f.dumpReq, req)
 	return f.dump, nil
+}
+
+// DumpCookies answers with f.cookies (the foreign sweep's view).
+func (f *fakeSwitch) DumpCookies(context.Context, openflow.FlowStatsRequest) ([]openflow.FlowCookie, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cookies, nil
 }
 func (f *fakeSwitch) GroupStats(context.Context, uint32) ([]openflow.GroupStats, error) {
 	f.mu.Lock()
@@ -518,9 +526,9 @@ func TestSweepForeign(t *testing.T) {
 	if err := a.Apply(ctx, "a", flow.NewBatch().AddGroup(flow.Group{ID: 1, Type: flow.GroupAll, Buckets: []flow.Bucket{{Actions: []flow.Action{flow.Output(1)}}}}), config.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	cookie := func(c uint64) openflow.FlowCookie { return openflow.FlowCookie{Cookie: c} }
 	sw.mu.Lock()
-	sw.dump = []openflow.FlowStats{
+	sw.cookies = []openflow.FlowCookie{
 		cookie(pipeline.Cookie(1, 2, 0)), cookie(pipeline.Cookie(1, 2, 5)), // a's current round: kept
 		cookie(pipeline.Cookie(1, 1, 0)), cookie(pipeline.Cookie(1, 7, 0)), // a's older rounds
 		cookie(0xdead_0000_0000_0000), cookie(0xdead_0001_0000_0001), // a prefix nobody has
@@ -600,9 +608,9 @@ func TestSweepSparesHeldAndLearned(t *testing.T) {
 	if _, err := a.Synced(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	cookie := func(c uint64) openflow.FlowCookie { return openflow.FlowCookie{Cookie: c} }
 	sw.mu.Lock()
-	sw.dump = []openflow.FlowStats{
+	sw.cookies = []openflow.FlowCookie{
 		cookie(pipeline.Cookie(1, 1, 0)),                     // f, still under round 1: held
 		cookie(pipeline.Cookie(1, pipeline.LearnedRound, 7)), // learned by the switch
 		cookie(pipeline.Cookie(1, 3, 0)),                     // nobody's

@@ -169,6 +169,8 @@ func (s *service) Synced(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		s.a.sweepIfAllSynced(ctx)
+		// The sync and the sweep's dump are over: hand their garbage back.
+		s.a.mem.afterBurst()
 	}()
 	return nil
 }
