@@ -573,16 +573,20 @@ func TestSweepForeign(t *testing.T) {
 	}
 }
 
-// /v1/resources lists every granted resource with its owner.
+// /v1/resources lists every granted resource with its owner, ports too.
 func TestResourcesListed(t *testing.T) {
 	a, _, _ := newTestAgent(t)
 	if _, err := a.RegisterLocal(context.Background(), "a", &sdk.DescribeResponse{Name: "a", Tables: []sdk.Table{tVal},
 		Resources: []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "a.zone"}, {Kind: sdk.ResourceCTMark, Name: "a.mark", Width: 2, Exported: true}}}); err != nil {
 		t.Fatal(err)
 	}
+	a.recordPort(3, pipeline.PortGrant{Name: "tun0", Owner: "a", Exported: true})
+	a.recordPort(2, pipeline.PortGrant{Name: "pod1", Owner: "a"})
 	want := []ResourceStatus{
 		{Name: "a.mark", Kind: "ct_mark", Owner: "a", Offset: 0, Width: 2, Published: true},
 		{Name: "a.zone", Kind: "ct_zone", Owner: "a", Value: 1},
+		{Name: "pod1", Kind: "ofport", Owner: "a", Value: 2},
+		{Name: "tun0", Kind: "ofport", Owner: "a", Value: 3, Published: true},
 	}
 	if diff := cmp.Diff(want, a.Resources()); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)

@@ -66,6 +66,13 @@ func (a *Agent) Resources() []ResourceStatus {
 		g := gs[n]
 		out = append(out, ResourceStatus{Name: n, Kind: g.Kind.String(), Owner: g.Owner, Value: g.Value, Offset: g.Offset, Width: g.Width, Published: a.arb.Published(n)})
 	}
+	// OpenFlow ports are granted too: Value is the port number, Published
+	// says every plugin may output to it.
+	ports := a.arb.Ports()
+	for _, no := range slices.Sorted(maps.Keys(ports)) {
+		p := ports[no]
+		out = append(out, ResourceStatus{Name: p.Name, Kind: "ofport", Owner: p.Owner, Value: no, Published: p.Exported})
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 
 	"switchyard.dev/switchyard/sdk"
@@ -43,6 +44,13 @@ func (a *Arbiter) SetPort(no uint32, g PortGrant) {
 		}
 	}
 	a.ports.byNo[no] = g
+}
+
+// Ports lists the recorded ports by number.
+func (a *Arbiter) Ports() map[uint32]PortGrant {
+	a.ports.mu.RLock()
+	defer a.ports.mu.RUnlock()
+	return maps.Clone(a.ports.byNo)
 }
 
 // ForgetPort drops the record of the port named name (it was deleted).
