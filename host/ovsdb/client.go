@@ -255,8 +255,8 @@ type PortSpec struct {
 	ExternalIDs map[string]string
 	OFPort      uint32 // requested ofport, 0 = any
 	Owner       string
-	// Exported: every plugin may output to the port. Fixed when the port
-	// is created.
+	// Exported: every plugin may output to the port. Creating an existing
+	// port of the same owner updates it.
 	Exported bool
 }
 
@@ -336,7 +336,22 @@ func (c *Client) CreatePort(ctx context.Context, s PortSpec) error {
 		if o := cur.ExternalIDs[OwnerKey]; o != s.Owner {
 			return fmt.Errorf("port %q already exists and belongs to %q", s.Name, o)
 		}
-		return nil
+		if (cur.ExternalIDs[ExportedKey] == "true") == s.Exported {
+			return nil
+		}
+		// The owner changed its mind about exporting (an upgraded plugin).
+		ext := maps.Clone(cur.ExternalIDs)
+		if s.Exported {
+			ext[ExportedKey] = "true"
+		} else {
+			delete(ext, ExportedKey)
+		}
+		cur.ExternalIDs = ext
+		ops, err := c.c.Where(cur).Update(cur, &cur.ExternalIDs)
+		if err != nil {
+			return err
+		}
+		return c.transact(ctx, "update export of port "+s.Name, ops...)
 	}
 	br, err := c.getBridge(ctx)
 	if err != nil {
