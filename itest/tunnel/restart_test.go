@@ -16,8 +16,8 @@ import (
 
 // kill -9 of the tunnel plugin on both ends of a cross-node TCP stream:
 // the agent restarts it, the new incarnation re-installs its recorded peers
-// before it says Synced, and the stream never stalls. The switch's tunnel
-// flows are never touched (same cookie, duration running on), which is
+// before it says Synced, and the stream never stalls. No flow on either
+// switch is touched (same cookie, duration running on), which is
 // what "hitless" means here. The retransmits of the stream are reported
 // next to those of the same stream without the kill; they are not
 // asserted: on this shared 2-core machine two Go processes starting cost
@@ -43,6 +43,10 @@ func TestKillTunnelDuringStream(t *testing.T) {
 	t.Cleanup(func() { stopIperf(dst.NetNS) })
 	time.Sleep(2 * time.Second)
 	before := tunnelFlow(t, e.c.Nodes[0], e.c.Nodes[1].UnderlayIP)
+	switchBefore := map[string]map[string]installed{}
+	for _, n := range e.c.Nodes {
+		switchBefore[n.Name] = allFlows(t, n)
+	}
 	for _, n := range e.c.Nodes {
 		killPlugin(t, e, n)
 	}
@@ -64,6 +68,16 @@ func TestKillTunnelDuringStream(t *testing.T) {
 		per = append(per, fmt.Sprintf("%.1fs:%d", iv.Sum.Start, iv.Sum.Retransmits))
 	}
 	t.Logf("retransmits per interval (kill at 2s): %s", strings.Join(per, " "))
+	// Nothing on either switch was deleted or re-installed: every flow
+	// that was there is there with its cookie, its duration running on.
+	for _, n := range e.c.Nodes {
+		now := allFlows(t, n)
+		for k, b := range switchBefore[n.Name] {
+			if a, ok := now[k]; !ok || a.cookie != b.cookie || a.duration < b.duration {
+				t.Errorf("%s: flow %s was touched by the restart: before %+v, after %+v (present %v)", n.Name, k, b, a, ok)
+			}
+		}
+	}
 	after := tunnelFlow(t, e.c.Nodes[0], e.c.Nodes[1].UnderlayIP)
 	if after.cookie != before.cookie || after.duration < before.duration || after.packets <= before.packets {
 		t.Errorf("node-1's route to node-2's pods was touched by the restart: before %+v, after %+v", before, after)
@@ -117,4 +131,25 @@ func tunnelFlow(t *testing.T, n *cluster.Node, peer net.IP) installed {
 	d, _ := strconv.ParseFloat(m[2], 64)
 	p, _ := strconv.ParseInt(m[3], 10, 64)
 	return installed{cookie: m[1], duration: d, packets: p}
+}
+
+var keyRE = regexp.MustCompile(`table=([0-9]+), .*priority=([^ ]*)`)
+
+// allFlows is every flow on n's br-int, by table and priority+match.
+func allFlows(t *testing.T, n *cluster.Node) map[string]installed {
+	t.Helper()
+	out := map[string]installed{}
+	for _, l := range strings.Split(n.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-flows", "br-int"), "\n") {
+		m, k := dumpRE.FindStringSubmatch(l), keyRE.FindStringSubmatch(l)
+		if m == nil || k == nil {
+			continue
+		}
+		d, _ := strconv.ParseFloat(m[2], 64)
+		p, _ := strconv.ParseInt(m[3], 10, 64)
+		out["table="+k[1]+" priority="+k[2]] = installed{cookie: m[1], duration: d, packets: p}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no flows read from br-int", n.Name)
+	}
+	return out
 }
