@@ -160,7 +160,9 @@ func (t *Tunnel) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	if err := hostnet.EnableForwarding(); err != nil {
 		return err
 	}
-	port, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Port, Type: cfg.Type,
+	// Exported: other features (egress, service) may send into the tunnel
+	// too, with tun_dst set.
+	port, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Port, Type: cfg.Type, Exported: true,
 		Options:     map[string]string{"remote_ip": "flow", "key": "flow"},
 		ExternalIDs: map[string]string{"switchyard.dev/role": "tunnel"}})
 	if err != nil {
