@@ -23,7 +23,9 @@ type Feature interface {
 }
 
 // Stopper is implemented by features that need to release something when
-// the host stops them (the process exits right after).
+// the host stops them (the process exits right after). Flows stay on the
+// switch either way; StopRequest.Unload says whether the plugin is gone
+// for good.
 type Stopper interface {
 	Stop(ctx context.Context, req StopRequest, resp *StopResponse) error
 }
@@ -105,8 +107,16 @@ type StartRequest struct {
 // StartResponse is empty today.
 type StartResponse struct{}
 
-// StopRequest is empty today.
-type StopRequest struct{}
+// StopRequest says why the plugin is stopped.
+type StopRequest struct {
+	// Unload: the operator disabled the plugin (it left the config), and
+	// the host removes its flows, ports and tables next. The plugin should
+	// remove what it made outside the switch (routes, nftables rules,
+	// state files). False when the agent stops, restarts or restarts the
+	// plugin: a next incarnation takes over, so leave everything in place
+	// and traffic keeps flowing.
+	Unload bool
+}
 
 // StopResponse is empty today.
 type StopResponse struct{}

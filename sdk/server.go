@@ -77,9 +77,9 @@ func (s *featureServer) Start(ctx context.Context, req *pb.StartRequest) (*pb.St
 	return &pb.StartResponse{}, nil
 }
 
-func (s *featureServer) Stop(ctx context.Context, _ *pb.StopRequest) (*pb.StopResponse, error) {
+func (s *featureServer) Stop(ctx context.Context, req *pb.StopRequest) (*pb.StopResponse, error) {
 	if st, ok := s.f.(Stopper); ok {
-		if err := st.Stop(ctx, StopRequest{}, &StopResponse{}); err != nil {
+		if err := st.Stop(ctx, StopRequest{Unload: req.GetUnload()}, &StopResponse{}); err != nil {
 			return nil, toStatus(fmt.Errorf("stop: %w", err))
 		}
 	}

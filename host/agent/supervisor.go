@@ -42,8 +42,10 @@ type runner struct {
 	limiter *bucket
 	pktin   chan sdk.PacketInRequest
 
-	mu         sync.Mutex
-	state      string
+	mu    sync.Mutex
+	state string
+	// unloading: the plugin is being disabled for good (runner.unload).
+	unloading  bool
 	version    string
 	apiVersion int
 	pid        int
@@ -99,6 +101,15 @@ func (a *Agent) startPlugin(ctx context.Context, spec config.Plugin, lim config.
 
 // stop ends the plugin process (flows stay).
 func (r *runner) stop() {
+	r.cancel()
+	<-r.done
+	r.set(func(r *runner) { r.state = StateStopped })
+}
+
+// unload ends the plugin process telling it that it is disabled for good
+// (sdk.StopRequest.Unload), so it removes what it made outside the switch.
+func (r *runner) unload() {
+	r.set(func(r *runner) { r.unloading = true })
 	r.cancel()
 	<-r.done
 	r.set(func(r *runner) { r.state = StateStopped })
@@ -232,7 +243,10 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 		select {
 		case <-ctx.Done():
 			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := p.Stop(stopCtx); err != nil {
+			r.mu.Lock()
+			unload := r.unloading
+			r.mu.Unlock()
+			if err := p.Stop(stopCtx, unload); err != nil {
 				r.log.Debug("plugin stop hook", "error", err)
 			}
 			cancel()
@@ -368,7 +382,7 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) {
 			a.log.Info("plugin disabled by config reload; unloading", "plugin", p.Name)
 			a.setOverhead(ctx, p.Name, 0)
 			if r != nil {
-				r.stop()
+				r.unload()
 				r.set(func(r *runner) { r.state = StateUnloading })
 			}
 			a.removePlugin(ctx, p.Name)

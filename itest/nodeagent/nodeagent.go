@@ -296,6 +296,38 @@ func writePlugin(b *strings.Builder, p Plugin) {
 	}
 }
 
+// Disable removes a plugin from the agent's config and reloads it (SIGHUP),
+// as an operator disabling a feature would: the agent unloads it.
+func (a *Agent) Disable(t testenv.T, name string) {
+	t.Helper()
+	b, err := os.ReadFile(a.ConfigPath)
+	if err != nil {
+		t.Fatalf("disabling %s on %s: %v", name, a.Node.Name, err)
+	}
+	var out []string
+	skipping, found := false, false
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if strings.HasPrefix(l, "- name: ") {
+			skipping = strings.TrimSpace(strings.TrimPrefix(l, "- name: ")) == name
+			found = found || skipping
+		} else if l != "" && !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "-") {
+			skipping = false // a top-level key after the plugins list
+		}
+		if !skipping {
+			out = append(out, l)
+		}
+	}
+	if !found {
+		t.Fatalf("disabling %s on %s: no such plugin in %s", name, a.Node.Name, a.ConfigPath)
+	}
+	if err := os.WriteFile(a.ConfigPath, []byte(strings.Join(out, "")), 0o644); err == nil {
+		err = syscall.Kill(a.Process.Pid(), syscall.SIGHUP)
+	}
+	if err != nil {
+		t.Fatalf("disabling %s on %s: %v", name, a.Node.Name, err)
+	}
+}
+
 // Enable adds plugins to the end of the agent's config and reloads it
 // (SIGHUP), as an operator enabling a feature would.
 func (a *Agent) Enable(t testenv.T, ps ...Plugin) {

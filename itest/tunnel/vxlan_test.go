@@ -3,18 +3,21 @@ package tunnel
 import (
 	"context"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/probe"
 	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/plugins/tunnel/hostnet"
 )
 
 // With type: vxlan the tunnel works the same. On the same cluster: a pod
@@ -124,6 +127,65 @@ func TestVXLANMasqueradeAndNodeJoinLeave(t *testing.T) {
 			t.Errorf("%v", err)
 		}
 	})
+
+	// Unloading the plugin (the operator removes it from the config)
+	// removes everything it made: flows and port (the host), routes and the
+	// masquerade table (the plugin, told it is unloaded for good).
+	t.Run("unload leaves nothing behind", func(t *testing.T) {
+		if !hasNFTable(t, n1, hostnet.TableName) || routeTo(t, n1, n2.PodCIDR) == "" {
+			t.Fatalf("before the unload node-1 lacks its masquerade table or its route to node-2's pods")
+		}
+		e.agents[n1.Name].Disable(t, "tunnel")
+		err := testenv.Eventually("node-1 to unload tunnel", 20*time.Second, 100*time.Millisecond, func() error {
+			if s, _, _ := e.plugin(t, n1, "tunnel"); s != "not listed" {
+				return errorf("tunnel is still %s", s)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if f := peerFlows(t, n1, n2.UnderlayIP); len(f) > 0 {
+			t.Errorf("flows to node-2 left after the unload: %q", f)
+		}
+		if r := routeTo(t, n1, n2.PodCIDR); r != "" {
+			t.Errorf("route to node-2's pods left after the unload: %s", r)
+		}
+		if hasNFTable(t, n1, hostnet.TableName) {
+			t.Errorf("nftables table %s left after the unload", hostnet.TableName)
+		}
+		if out := n1.OVS.Vsctl(t, "list-ports", "br-int"); strings.Contains(out, "sy-tun0") {
+			t.Errorf("tunnel port left after the unload: %s", out)
+		}
+		if log := e.agents[n1.Name].Log(); !strings.Contains(log, "unloaded: removed routes to peer pod CIDRs, masquerade and state") {
+			t.Errorf("tunnel did not log its unload cleanup")
+		}
+	})
+}
+
+// hasNFTable reports whether n's namespace holds an nftables table name
+// (in any family).
+func hasNFTable(t *testing.T, n *cluster.Node, name string) bool {
+	t.Helper()
+	f, err := os.Open("/var/run/netns/" + n.NetNS)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer f.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	ts, err := c.ListTables()
+	if err != nil {
+		t.Fatalf("%s: listing nftables tables: %v", n.Name, err)
+	}
+	for _, tb := range ts {
+		if tb.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // setInternalIP replaces the InternalIP of n's Node object.

@@ -188,9 +188,10 @@ func (p *Plugin) Start(ctx context.Context, a StartArgs) error {
 	return fromStatus(err)
 }
 
-// Stop asks the plugin to stop (its Stopper, if any).
-func (p *Plugin) Stop(ctx context.Context) error {
-	_, err := p.wc.Feature.Stop(ctx, &pb.StopRequest{})
+// Stop asks the plugin to stop (its Stopper, if any); unload says it is
+// being disabled for good (sdk.StopRequest.Unload).
+func (p *Plugin) Stop(ctx context.Context, unload bool) error {
+	_, err := p.wc.Feature.Stop(ctx, &pb.StopRequest{Unload: unload})
 	return fromStatus(err)
 }
 

@@ -222,11 +222,35 @@ func localOf(ofport uint32, n sdk.NodeFacts, gw netlink.Link) flows.Local {
 	return l
 }
 
-// Stop leaves flows, routes and masquerade in place: a restarted plugin
-// takes them over, and traffic keeps flowing meanwhile.
-func (t *Tunnel) Stop(context.Context, sdk.StopRequest, *sdk.StopResponse) error {
+// Stop leaves flows, routes and masquerade in place when the plugin is
+// only restarted (or the agent is): a next incarnation takes them over,
+// and traffic keeps flowing meanwhile. When the plugin is unloaded for good
+// it removes what it made outside the switch (the host removes its flows
+// and port): the routes to peer pod CIDRs, the masquerade table and its
+// state file.
+func (t *Tunnel) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopResponse) error {
 	t.stopOnce.Do(func() { close(t.stop) })
-	return nil
+	if !req.Unload {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	if t.gw != nil {
+		for _, n := range slices.Sorted(maps.Keys(t.peers)) {
+			for _, r := range routesOf(t.peers[n]) {
+				errs = append(errs, hostnet.DelRoute(t.gw, r))
+			}
+		}
+	}
+	errs = append(errs, hostnet.Remove())
+	if t.cfg.StateDir != "" {
+		if err := os.Remove(statePath(t.cfg)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	t.log.Info("unloaded: removed routes to peer pod CIDRs, masquerade and state", "peers", len(t.peers))
+	return errors.Join(errs...)
 }
 
 // peerOf turns a node event into a peer; ok is false for a node that

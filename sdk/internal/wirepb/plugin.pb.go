@@ -701,6 +701,7 @@ func (*StartResponse) Descriptor() ([]byte, []int) {
 
 type StopRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unload        bool                   `protobuf:"varint,1,opt,name=unload,proto3" json:"unload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -733,6 +734,13 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StopRequest) GetUnload() bool {
+	if x != nil {
+		return x.Unload
+	}
+	return false
 }
 
 type StopResponse struct {
@@ -4275,8 +4283,9 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x12$\n" +
 	"\x0ehost_broker_id\x18\x04 \x01(\rR\fhostBrokerId\x12=\n" +
 	"\acluster\x18\x1e \x01(\v2#.switchyard.plugin.v1.ClusterAccessR\acluster\"\x0f\n" +
-	"\rStartResponse\"\r\n" +
-	"\vStopRequest\"\x0e\n" +
+	"\rStartResponse\"%\n" +
+	"\vStopRequest\x12\x16\n" +
+	"\x06unload\x18\x01 \x01(\bR\x06unload\"\x0e\n" +
 	"\fStopResponse\"\xd2\x01\n" +
 	"\n" +
 	"CNIRequest\x12!\n" +
