@@ -12,8 +12,11 @@ import (
 
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/controller/internal/procstat"
@@ -119,6 +122,7 @@ func benchControllerInit(b *testing.B, mk func() workload.Workload, wantPolicies
 		b.ReportMetric(peak/(1<<30), "peakRSS-GiB")
 		// The fixture's share: the workload and the fake clientset's copy.
 		b.ReportMetric(base/(1<<30), "fixtureRSS-GiB")
+		b.ReportMetric((peak-base)/(1<<30), "ctrlRSS-GiB")
 		b.StartTimer()
 	}
 }
@@ -144,6 +148,88 @@ func profileTimed(b *testing.B) (stop func()) {
 			b.Error(err)
 		}
 	}
+}
+
+// benchInformersOnly is the floor under benchControllerInit, measured the
+// same way on the same fixture: the fake clientset's List and Watch and
+// client-go's informers for the same kinds, with handlers that do nothing,
+// timed until every handler saw its initial list. What the controller
+// costs beyond this is its own.
+func benchInformersOnly(b *testing.B, mk func() workload.Workload) {
+	w := mk()
+	objs := w.Objects()
+	for b.Loop() {
+		b.StopTimer()
+		kube := fake.NewSimpleClientset(objs...)
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(apiruntime.NewScheme(), crdListKinds)
+		factory := informers.NewSharedInformerFactory(kube, 0)
+		dynFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+		var synced []cache.DoneChecker
+		for _, inf := range []cache.SharedIndexInformer{
+			factory.Core().V1().Pods().Informer(), factory.Core().V1().Namespaces().Informer(),
+			factory.Networking().V1().NetworkPolicies().Informer(), factory.Core().V1().Nodes().Informer(),
+		} {
+			reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			synced = append(synced, inf.HasSyncedChecker(), reg.HasSyncedChecker())
+		}
+		for gvr := range crdListKinds {
+			inf := dynFactory.ForResource(gvr).Informer()
+			reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			synced = append(synced, inf.HasSyncedChecker(), reg.HasSyncedChecker())
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+		if err := procstat.ResetPeakRSS(); err != nil {
+			b.Fatal(err)
+		}
+		cpu0, err := procstat.CPUTime()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		start := time.Now()
+		b.StartTimer()
+		factory.Start(ctx.Done())
+		dynFactory.Start(ctx.Done())
+		if !cache.WaitFor(ctx, "", synced...) {
+			b.Fatal("informers did not sync")
+		}
+		b.StopTimer()
+		wall := time.Since(start)
+		cpu1, err := procstat.CPUTime()
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak, err := procstat.PeakRSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		factory.Shutdown()
+		dynFactory.Shutdown()
+		b.ReportMetric(wall.Seconds(), "s")
+		b.ReportMetric((cpu1 - cpu0).Seconds(), "cpu-s")
+		b.ReportMetric(peak/(1<<30), "peakRSS-GiB")
+		b.StartTimer()
+	}
+}
+
+func BenchmarkInformersOnlySmallNamespaces(b *testing.B) {
+	benchInformersOnly(b, workload.SmallNamespaces)
+}
+func BenchmarkInformersOnlyLargeNamespaces(b *testing.B) {
+	benchInformersOnly(b, workload.LargeNamespaces)
+}
+func BenchmarkInformersOnlyOneNamespace(b *testing.B) { benchInformersOnly(b, workload.OneNamespace) }
+func BenchmarkInformersOnlyNetpolPerPod(b *testing.B) { benchInformersOnly(b, workload.NetpolPerPod) }
+func BenchmarkInformersOnlyClusterScopedNetpol(b *testing.B) {
+	benchInformersOnly(b, workload.ClusterScopedNetpol)
 }
 
 func BenchmarkControllerInitSmallNamespaces(b *testing.B) {
