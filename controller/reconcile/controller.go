@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -34,8 +36,7 @@ import (
 type kind uint8
 
 const (
-	kK8sPolicy kind = iota
-	kTier
+	kTier kind = iota
 	kCNP
 	kNP
 	kClusterGroup
@@ -43,7 +44,7 @@ const (
 )
 
 func (k kind) String() string {
-	return [...]string{"NetworkPolicy(k8s)", "Tier", "ClusterNetworkPolicy", "NetworkPolicy", "ClusterGroup", "Group"}[k]
+	return [...]string{"Tier", "ClusterNetworkPolicy", "NetworkPolicy", "ClusterGroup", "Group"}[k]
 }
 
 type key struct {
@@ -105,13 +106,22 @@ func New(o Options) *Controller {
 		ready: make(chan struct{}),
 	}
 	c.status = newStatusWriter(c)
-	pods := c.factory.Core().V1().Pods().Informer()
+	// The controller reads these caches by key only, so they keep no
+	// namespace index (the factory's default): for 100k pods it is a map of
+	// 100k keys maintained for nothing.
+	pods := c.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewPodInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{})
+	})
 	// Keep only what the engine reads, converted once: a cluster's pods are
 	// the bulk of the controller's memory.
 	_ = pods.SetTransform(toCachedPod)
 	c.handle(pods, c.podHandler())
-	c.handle(c.factory.Core().V1().Namespaces().Informer(), c.namespaceHandler())
-	c.watch(kK8sPolicy, c.factory.Networking().V1().NetworkPolicies().Informer())
+	c.handle(c.factory.InformerFor(&corev1.Namespace{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewNamespaceInformer(cs, resync, cache.Indexers{})
+	}), c.namespaceHandler())
+	c.handle(c.factory.InformerFor(&networkingv1.NetworkPolicy{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return networkinginformers.NewNetworkPolicyInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{})
+	}), c.k8sPolicyHandler())
 	c.nodes = c.factory.Core().V1().Nodes().Informer()
 	for k, gvr := range map[kind]schema.GroupVersionResource{
 		kTier: crdv1.TiersResource, kCNP: crdv1.ClusterNetworkPoliciesResource, kNP: crdv1.NetworkPoliciesResource,
@@ -186,26 +196,38 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 	c.factory.Start(ctx.Done())
 	c.dynFactory.Start(ctx.Done())
+	// Workers start with the informers rather than after they synced, as
+	// pods and namespaces already flow into the engine from their handlers:
+	// a sync is level-based and a policy computed before all pods are known
+	// gains the later ones incrementally, so no kind waits for the slowest
+	// list. Nodes are served only once Ready.
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
+	}
+	stop := func() {
+		c.queue.ShutDown()
+		wg.Wait()
+	}
 	var synced []cache.DoneChecker
 	for _, inf := range c.informers {
 		synced = append(synced, inf.HasSyncedChecker())
 	}
 	// A handler has synced once it was handed every object of the initial
-	// list, so after this the queue holds the whole backlog and the pods
-	// and namespaces are in the engine. No polling: each checker closes a
-	// channel.
+	// list, so after this the queue holds the rest of the backlog and the
+	// pods and namespaces are in the engine. No polling: each checker
+	// closes a channel.
 	for _, reg := range c.handlers {
 		synced = append(synced, reg.HasSyncedChecker())
 	}
 	synced = append(synced, c.nodes.HasSyncedChecker())
 	if !cache.WaitFor(ctx, "", synced...) {
+		stop()
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
-	c.log.Info("informers synced; computing")
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
-	}
+	c.log.Info("informers synced")
+	// The status writer starts only now, so it never reports a policy as
+	// invalid for a Tier or Group that was merely not listed yet.
 	wg.Go(func() { c.status.run(ctx) })
 	wg.Go(func() {
 		// Ready once the initial backlog is drained.
@@ -216,8 +238,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		c.log.Info("initial computation done", "stats", fmt.Sprintf("%+v", c.engine.Stats()))
 	})
 	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	stop()
 	return nil
 }
 
@@ -291,21 +312,6 @@ func (c *Controller) sync(k key) error {
 	}
 	e := c.engine
 	switch k.kind {
-	case kK8sPolicy:
-		if !exists {
-			e.DeleteKubernetesNetworkPolicy(k.namespace, k.name)
-			return nil
-		}
-		np := obj.(*networkingv1.NetworkPolicy)
-		if err := e.UpsertKubernetesNetworkPolicy(np); err != nil {
-			// Never silently: the engine failed closed (the selected pods
-			// stay isolated with nothing allowed), and the owner must learn
-			// why their traffic stopped.
-			c.log.Warn("NetworkPolicy invalid: its pods are isolated with no traffic allowed until it is fixed",
-				"policy", np.Namespace+"/"+np.Name, "err", err)
-			c.recorder.Eventf(np, corev1.EventTypeWarning, "InvalidPolicy",
-				"not enforced as written: %v; the selected pods are isolated with no traffic allowed until the policy is fixed", err)
-		}
 	case kTier:
 		if !exists {
 			e.DeleteTier(k.name)

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -114,4 +115,44 @@ func (c *Controller) namespaceChanged(obj any) {
 		return
 	}
 	c.engine.UpsertNamespace(m.GetName(), m.GetLabels())
+}
+
+// Kubernetes NetworkPolicies go straight into the engine too: computing one
+// never fails in a way a retry could fix (an invalid policy is computed as
+// isolating with nothing allowed, and reported), and the engine serializes
+// every input on one lock, so workers would add no parallelism. The queue
+// is left to the native kinds, whose decoding can fail.
+func (c *Controller) k8sPolicyHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.k8sPolicyChanged,
+		UpdateFunc: func(_, obj any) { c.k8sPolicyChanged(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			m, err := metaOf(obj)
+			if err != nil {
+				c.log.Error("NetworkPolicy informer delivered a deletion without metadata", "err", err)
+				return
+			}
+			c.engine.DeleteKubernetesNetworkPolicy(m.GetNamespace(), m.GetName())
+		},
+	}
+}
+
+func (c *Controller) k8sPolicyChanged(obj any) {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		c.log.Error("NetworkPolicy informer delivered another type", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	if err := c.engine.UpsertKubernetesNetworkPolicy(np); err != nil {
+		// Never silently: the engine failed closed (the selected pods stay
+		// isolated with nothing allowed), and the owner must learn why
+		// their traffic stopped.
+		c.log.Warn("NetworkPolicy invalid: its pods are isolated with no traffic allowed until it is fixed",
+			"policy", np.Namespace+"/"+np.Name, "err", err)
+		c.recorder.Eventf(np, corev1.EventTypeWarning, "InvalidPolicy",
+			"not enforced as written: %v; the selected pods are isolated with no traffic allowed until the policy is fixed", err)
+	}
 }
