@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 
 	apiv1 "switchyard.dev/switchyard/controller/api/v1"
 	"switchyard.dev/switchyard/controller/compute"
@@ -90,6 +92,47 @@ func TestControllerOverFakeClientset(t *testing.T) {
 	next("ns-0/default-deny-all leaving the node", func(ev *apiv1.WatchEvent) bool {
 		return ev.GetPolicyDelete() != "" && strings.HasSuffix(ev.GetPolicyDelete(), "ns-0/default-deny-all")
 	})
+}
+
+// TestControllerReportsInvalidNetworkPolicy: a NetworkPolicy the engine
+// cannot compute as written gets a Warning Event on the object.
+func TestControllerReportsInvalidNetworkPolicy(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-0"}}
+	p, kube := fakeController([]apiruntime.Object{ns})
+	stop := runUntilReady(t, p)
+	defer stop()
+
+	ctx := context.Background()
+	watch, err := kube.CoreV1().Events("ns-0").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	bad := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns-0", Name: "bad-cidr"},
+		Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}},
+		}}},
+	}
+	if _, err := kube.NetworkingV1().NetworkPolicies("ns-0").Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-watch.ResultChan():
+			e, ok := ev.Object.(*corev1.Event)
+			if !ok || e.Reason != "InvalidPolicy" {
+				continue
+			}
+			if e.InvolvedObject.Name != "bad-cidr" || e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "10.0.0.0/33") {
+				t.Fatalf("event %s %s on %s: %q; want a Warning on bad-cidr naming the CIDR", e.Type, e.Reason, e.InvolvedObject.Name, e.Message)
+			}
+			return
+		case <-time.After(time.Minute):
+			// A liveness guard, not a timing assertion.
+			t.Fatal("no InvalidPolicy event for ns-0/bad-cidr within a minute")
+		}
+	}
 }
 
 func hasPolicy(ps []*compute.Policy, ns, name string) bool {
