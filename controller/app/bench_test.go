@@ -186,11 +186,13 @@ func profileTimed(b *testing.B) (stop func()) {
 	}
 }
 
-// benchInformersOnly is the floor under benchControllerInit, measured the
-// same way on the same fixture: the fake clientset's List and Watch and
-// client-go's informers for the same kinds, with handlers that do nothing,
-// timed until every handler saw its initial list. What the controller
-// costs beyond this is its own.
+// benchInformersOnly is the baseline beside benchControllerInit, measured
+// the same way on the same fixture: the fake clientset's List and Watch and
+// client-go's informers for the same kinds at the factory's defaults (full
+// objects, namespace index), with handlers that do nothing, timed until
+// every handler saw its initial list. It is what any informer-based
+// controller pays before doing anything; it is not a strict floor, since
+// the controller's informers keep less (see reconcile/direct.go).
 func benchInformersOnly(b *testing.B, mk func() workload.Workload) {
 	w := mk()
 	objs := w.Objects()

@@ -22,7 +22,8 @@ run() { # binary bench benchtime
 }
 for w in $workloads; do
   # The engine alone, the whole controller over fake clientsets, and the
-  # floor under the latter: the fake clientset and informers alone.
+  # baseline beside the latter: the fake clientset and default informers
+  # with no-op handlers.
   run "$tmp/compute.test" "BenchmarkInit$w" 1x
   run "$tmp/app.test" "BenchmarkControllerInit$w" 1x
   run "$tmp/app.test" "BenchmarkInformersOnly$w" 1x
