@@ -205,9 +205,13 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
+	// stop runs once ctx ended: it returns when workers, status writer and
+	// informers are all gone.
 	stop := func() {
 		c.queue.ShutDown()
 		wg.Wait()
+		c.factory.Shutdown()
+		c.dynFactory.Shutdown()
 	}
 	var synced []cache.DoneChecker
 	for _, inf := range c.informers {
