@@ -31,9 +31,14 @@ type Config struct {
 	Audiences []string
 	// LogSize is the per-node event history; 0 means the default.
 	LogSize int
+	// Workers is how many keys are synced at once; 0 means defaultWorkers.
 	Workers int
 	Log     *slog.Logger
 }
+
+// defaultWorkers: the engine serializes on one lock, so a second worker
+// only overlaps lister reads and decoding with computation.
+const defaultWorkers = 2
 
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
@@ -45,7 +50,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 2
+		cfg.Workers = defaultWorkers
 	}
 	kube, err := kubernetes.NewForConfig(cfg.Kube)
 	if err != nil {
@@ -55,15 +60,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
-	engine := compute.New(log.With("component", "compute"))
-	hub := distribute.NewHub(engine, log.With("component", "distribute"), cfg.LogSize)
-	var ctrl *reconcile.Controller
-	real := distribute.NewRealization(func(uids []string) { ctrl.RealizationChanged(uids) })
-	ctrl = reconcile.New(reconcile.Options{Log: log.With("component", "reconcile"), Engine: engine, Realization: real, Kube: kube, Dynamic: dyn})
+	p := assemble(log, kube, dyn, cfg.LogSize)
+	ctrl := p.ctrl
 	srv := &distribute.Server{
-		Hub:         hub,
+		Hub:         p.hub,
 		Auth:        &distribute.TokenReviewAuthenticator{Client: kube, Audiences: cfg.Audiences, AllowedServiceAccounts: cfg.AllowedServiceAccounts},
-		Realization: real,
+		Realization: p.real,
 		NodeKnown:   ctrl.NodeKnown,
 		Ready:       ctrl.Ready(),
 		Log:         log.With("component", "server"),
@@ -96,4 +98,23 @@ func Run(ctx context.Context, cfg Config) error {
 		first = nil
 	}
 	return first
+}
+
+// parts is the controller behind the gRPC server: engine, distribution hub,
+// realization store and the informer-driven reconciler.
+type parts struct {
+	engine *compute.Engine
+	hub    *distribute.Hub
+	real   *distribute.Realization
+	ctrl   *reconcile.Controller
+}
+
+// assemble wires the parts over the given clients. Run and the end-to-end
+// benchmark (fake clientsets) both build the controller here.
+func assemble(log *slog.Logger, kube kubernetes.Interface, dyn dynamic.Interface, logSize int) *parts {
+	p := &parts{engine: compute.New(log.With("component", "compute"))}
+	p.hub = distribute.NewHub(p.engine, log.With("component", "distribute"), logSize)
+	p.real = distribute.NewRealization(func(uids []string) { p.ctrl.RealizationChanged(uids) })
+	p.ctrl = reconcile.New(reconcile.Options{Log: log.With("component", "reconcile"), Engine: p.engine, Realization: p.real, Kube: kube, Dynamic: dyn})
+	return p
 }

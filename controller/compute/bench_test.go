@@ -1,16 +1,14 @@
 package compute
 
 import (
-	"bytes"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"switchyard.dev/switchyard/controller/internal/procstat"
 	"switchyard.dev/switchyard/controller/internal/workload"
 )
 
@@ -33,37 +31,26 @@ func feed(b *testing.B, e *Engine, w workload.Workload) {
 	}
 }
 
-// vmHWM reads the process's peak RSS in bytes; resetHWM restarts the peak.
 func vmHWM(b *testing.B) float64 {
-	data, err := os.ReadFile("/proc/self/status")
+	v, err := procstat.PeakRSS()
 	if err != nil {
-		b.Fatalf("reading peak RSS: %v", err)
+		b.Fatal(err)
 	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
-			kb, err := strconv.ParseFloat(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 64)
-			if err != nil {
-				b.Fatalf("parsing VmHWM %q: %v", v, err)
-			}
-			return kb * 1024
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
+	return v
 }
 
 func resetHWM(b *testing.B) {
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Fatalf("resetting peak RSS via /proc/self/clear_refs: %v", err)
+	if err := procstat.ResetPeakRSS(); err != nil {
+		b.Fatal(err)
 	}
 }
 
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+	d, err := procstat.CPUTime()
+	if err != nil {
+		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 func benchInitial(b *testing.B, mk func() workload.Workload, wantPolicies int) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -35,10 +36,7 @@ import (
 type kind uint8
 
 const (
-	kPod kind = iota
-	kNamespace
-	kK8sPolicy
-	kTier
+	kTier kind = iota
 	kCNP
 	kNP
 	kClusterGroup
@@ -46,7 +44,7 @@ const (
 )
 
 func (k kind) String() string {
-	return [...]string{"Pod", "Namespace", "NetworkPolicy(k8s)", "Tier", "ClusterNetworkPolicy", "NetworkPolicy", "ClusterGroup", "Group"}[k]
+	return [...]string{"Tier", "ClusterNetworkPolicy", "NetworkPolicy", "ClusterGroup", "Group"}[k]
 }
 
 type key struct {
@@ -68,7 +66,7 @@ type Controller struct {
 	listers    map[kind]cache.GenericLister
 	informers  []cache.SharedIndexInformer
 	handlers   []cache.ResourceEventHandlerRegistration
-	inflight   atomic.Int64
+	backlog    *backlog
 	nodes      cache.SharedIndexInformer
 	queue      workqueue.TypedRateLimitingInterface[key]
 
@@ -96,23 +94,34 @@ func New(o Options) *Controller {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	bl := newBacklog()
 	c := &Controller{
 		log: o.Log, engine: o.Engine, realization: o.Realization, kube: o.Kube, dyn: o.Dynamic,
 		factory:    informers.NewSharedInformerFactory(o.Kube, o.Resync),
 		dynFactory: dynamicinformer.NewDynamicSharedInformerFactory(o.Dynamic, o.Resync),
 		listers:    map[kind]cache.GenericLister{},
+		backlog:    bl,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "switchyard-controller"}),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "switchyard-controller", MetricsProvider: bl}),
 		ready: make(chan struct{}),
 	}
 	c.status = newStatusWriter(c)
-	pods := c.factory.Core().V1().Pods().Informer()
-	// Keep only what the engine reads: a cluster's pods are the bulk of
-	// the controller's memory.
-	_ = pods.SetTransform(trimPod)
-	c.watch(kPod, pods)
-	c.watch(kNamespace, c.factory.Core().V1().Namespaces().Informer())
-	c.watch(kK8sPolicy, c.factory.Networking().V1().NetworkPolicies().Informer())
+	// The controller reads these caches by key only, so they keep no
+	// namespace index (the factory's default): for 100k pods it is a map of
+	// 100k keys maintained for nothing.
+	pods := c.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewPodInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{})
+	})
+	// Keep only what the engine reads, converted once: a cluster's pods are
+	// the bulk of the controller's memory.
+	_ = pods.SetTransform(toCachedPod)
+	c.handle(pods, c.podHandler())
+	c.handle(c.factory.InformerFor(&corev1.Namespace{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewNamespaceInformer(cs, resync, cache.Indexers{})
+	}), c.namespaceHandler())
+	c.handle(c.factory.InformerFor(&networkingv1.NetworkPolicy{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return networkinginformers.NewNetworkPolicyInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{})
+	}), c.k8sPolicyHandler())
 	c.nodes = c.factory.Core().V1().Nodes().Informer()
 	for k, gvr := range map[kind]schema.GroupVersionResource{
 		kTier: crdv1.TiersResource, kCNP: crdv1.ClusterNetworkPoliciesResource, kNP: crdv1.NetworkPoliciesResource,
@@ -123,8 +132,19 @@ func New(o Options) *Controller {
 	return c
 }
 
-func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
+// handle registers a handler on an informer the controller waits for.
+func (c *Controller) handle(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
 	c.informers = append(c.informers, inf)
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		// Only possible on a stopped informer, which New never has.
+		panic(fmt.Sprintf("adding event handler: %v", err))
+	}
+	c.handlers = append(c.handlers, reg)
+}
+
+// watch feeds an informer's objects to the workqueue as keys of kind k.
+func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
 	c.listers[k] = cache.NewGenericLister(inf.GetIndexer(), schema.GroupResource{Resource: k.String()})
 	enqueue := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -137,16 +157,11 @@ func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
 		}
 		c.queue.Add(key{k, m.GetNamespace(), m.GetName()})
 	}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.handle(inf, cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	})
-	if err != nil {
-		// Only possible on a stopped informer, which New never has.
-		panic(fmt.Sprintf("adding %s event handler: %v", k, err))
-	}
-	c.handlers = append(c.handlers, reg)
 }
 
 func metaOf(obj any) (metav1.Object, error) {
@@ -156,27 +171,10 @@ func metaOf(obj any) (metav1.Object, error) {
 	return nil, fmt.Errorf("%T has no object metadata", obj)
 }
 
-// trimPod drops the parts of a Pod the engine never reads.
-func trimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	t := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, UID: p.UID, ResourceVersion: p.ResourceVersion},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}
-	for _, ctr := range p.Spec.Containers {
-		if len(ctr.Ports) > 0 {
-			t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: ctr.Name, Ports: ctr.Ports})
-		}
-	}
-	return t, nil
-}
-
 // Ready is closed once the informers synced and the initial backlog was
-// computed, so nodes are not served a half-built snapshot.
+// computed, so nodes are not served a half-built snapshot: every informer
+// handed every object of its initial list to its handler, and the queue
+// then became empty with no key in a worker's hands (see backlog.go).
 func (c *Controller) Ready() <-chan struct{} { return c.ready }
 
 // NodeKnown reports whether a Node object of that name exists.
@@ -198,36 +196,53 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 	c.factory.Start(ctx.Done())
 	c.dynFactory.Start(ctx.Done())
-	var synced []cache.InformerSynced
-	for _, inf := range c.informers {
-		synced = append(synced, inf.HasSynced)
-	}
-	// A handler has synced once it was handed every object of the initial
-	// list, so after this the queue holds the whole backlog.
-	for _, reg := range c.handlers {
-		synced = append(synced, reg.HasSynced)
-	}
-	synced = append(synced, c.nodes.HasSynced)
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
-	}
-	c.log.Info("informers synced; computing")
+	// Workers start with the informers rather than after they synced, as
+	// pods and namespaces already flow into the engine from their handlers:
+	// a sync is level-based and a policy computed before all pods are known
+	// gains the later ones incrementally, so no kind waits for the slowest
+	// list. Nodes are served only once Ready.
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
+	// stop runs once ctx ended: it returns when workers, status writer and
+	// informers are all gone.
+	stop := func() {
+		c.queue.ShutDown()
+		wg.Wait()
+		c.factory.Shutdown()
+		c.dynFactory.Shutdown()
+	}
+	var synced []cache.DoneChecker
+	for _, inf := range c.informers {
+		synced = append(synced, inf.HasSyncedChecker())
+	}
+	// A handler has synced once it was handed every object of the initial
+	// list, so after this the queue holds the rest of the backlog and the
+	// pods and namespaces are in the engine. No polling: each checker
+	// closes a channel.
+	for _, reg := range c.handlers {
+		synced = append(synced, reg.HasSyncedChecker())
+	}
+	synced = append(synced, c.nodes.HasSyncedChecker())
+	if !cache.WaitFor(ctx, "", synced...) {
+		stop()
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	c.log.Info("informers synced")
+	// The status writer starts only now, so it never reports a policy as
+	// invalid for a Tier or Group that was merely not listed yet.
 	wg.Go(func() { c.status.run(ctx) })
 	wg.Go(func() {
 		// Ready once the initial backlog is drained.
-		_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-			return c.queue.Len() == 0 && c.inflight.Load() == 0, nil
-		})
+		if !c.backlog.waitEmpty(ctx) {
+			return
+		}
 		c.readyOnce.Do(func() { close(c.ready) })
 		c.log.Info("initial computation done", "stats", fmt.Sprintf("%+v", c.engine.Stats()))
 	})
 	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	stop()
 	return nil
 }
 
@@ -253,7 +268,6 @@ func (c *Controller) worker(ctx context.Context) {
 		if quit {
 			return
 		}
-		c.inflight.Add(1)
 		err := c.sync(k)
 		if err != nil {
 			c.log.Error("sync failed; retrying", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
@@ -262,7 +276,6 @@ func (c *Controller) worker(ctx context.Context) {
 			c.queue.Forget(k)
 		}
 		c.queue.Done(k)
-		c.inflight.Add(-1)
 	}
 }
 
@@ -303,37 +316,6 @@ func (c *Controller) sync(k key) error {
 	}
 	e := c.engine
 	switch k.kind {
-	case kPod:
-		if !exists {
-			e.DeletePod(k.namespace, k.name)
-			return nil
-		}
-		if p, ok := compute.PodFromKubernetes(obj.(*corev1.Pod)); ok {
-			e.UpsertPod(p)
-		} else {
-			e.DeletePod(k.namespace, k.name)
-		}
-	case kNamespace:
-		if !exists {
-			e.DeleteNamespace(k.name)
-			return nil
-		}
-		e.UpsertNamespace(k.name, obj.(*corev1.Namespace).Labels)
-	case kK8sPolicy:
-		if !exists {
-			e.DeleteKubernetesNetworkPolicy(k.namespace, k.name)
-			return nil
-		}
-		np := obj.(*networkingv1.NetworkPolicy)
-		if err := e.UpsertKubernetesNetworkPolicy(np); err != nil {
-			// Never silently: the engine failed closed (the selected pods
-			// stay isolated with nothing allowed), and the owner must learn
-			// why their traffic stopped.
-			c.log.Warn("NetworkPolicy invalid: its pods are isolated with no traffic allowed until it is fixed",
-				"policy", np.Namespace+"/"+np.Name, "err", err)
-			c.recorder.Eventf(np, corev1.EventTypeWarning, "InvalidPolicy",
-				"not enforced as written: %v; the selected pods are isolated with no traffic allowed until the policy is fixed", err)
-		}
 	case kTier:
 		if !exists {
 			e.DeleteTier(k.name)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Workload is a generated cluster state.
@@ -20,6 +21,22 @@ type Workload struct {
 	Namespaces []*corev1.Namespace
 	Pods       []*corev1.Pod
 	Policies   []*networkingv1.NetworkPolicy
+}
+
+// Objects lists every object, namespaces first, as a fake clientset is
+// preloaded with them.
+func (w Workload) Objects() []runtime.Object {
+	objs := make([]runtime.Object, 0, len(w.Namespaces)+len(w.Pods)+len(w.Policies))
+	for _, n := range w.Namespaces {
+		objs = append(objs, n)
+	}
+	for _, p := range w.Pods {
+		objs = append(objs, p)
+	}
+	for _, p := range w.Policies {
+		objs = append(objs, p)
+	}
+	return objs
 }
 
 func newGen() *gen { return &gen{r: rand.New(rand.NewPCG(1, 2))} }
