@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -292,14 +294,27 @@ func (n *Node) Flows(plugin, table string) []string {
 	if err := n.getJSON("/v1/flows?plugin="+plugin, &all); err != nil {
 		n.t.Fatalf("kit: flows of %s: %v", plugin, err)
 	}
-	marker := fmt.Sprintf(" table=%d,", id)
 	var out []string
 	for _, f := range all {
-		if strings.Contains(f, marker) {
+		if flowTable(f) == id {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// tableRe finds the table in a canonical flow's header (before actions,
+// which may name tables too); table 0 is left out, as ovs-ofctl does.
+var tableRe = regexp.MustCompile(`(?:^|, )table=(\d+), `)
+
+func flowTable(text string) uint8 {
+	header, _, _ := strings.Cut(text, "actions=")
+	m := tableRe.FindStringSubmatch(header)
+	if m == nil {
+		return 0
+	}
+	id, _ := strconv.ParseUint(m[1], 10, 8)
+	return uint8(id)
 }
 
 // SwitchFlows returns what the switch itself holds for plugin in table:

@@ -95,6 +95,7 @@ func TestPluginConfigErrorNamesPluginAndCleansUp(t *testing.T) {
 			t.Errorf("WaitSynced message does not contain %q:\n%s", w, msg)
 		}
 	}
+	t.Logf("WaitSynced said: %s", firstLine(msg))
 	run := testenv.Prefix + testenv.RunID()
 	if nss, _ := netns.List(run); len(nss) > 0 {
 		t.Errorf("namespaces left behind: %v", nss)
@@ -105,4 +106,9 @@ func TestPluginConfigErrorNamesPluginAndCleansUp(t *testing.T) {
 	if dirs, _ := filepath.Glob(filepath.Join(testenv.BaseDir, run+"-*")); len(dirs) > 0 {
 		t.Errorf("directories left behind: %v", dirs)
 	}
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
