@@ -11,7 +11,10 @@ import (
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
-const alpha = testenv.Module + "/plugins/testplugins/alpha"
+const (
+	alpha = testenv.Module + "/plugins/testplugins/alpha"
+	beta  = testenv.Module + "/plugins/testplugins/beta"
+)
 
 // TestStartNodeRejectsBadOptions: bad options fail before anything is
 // built or started, with a message naming the plugin and the fix.
@@ -41,12 +44,20 @@ func TestStartNodeRejectsBadOptions(t *testing.T) {
 	}
 }
 
-// TestNodeWiresPodsAndShowsFlows starts podnet alone, adds two pods by
-// CNI and checks that they talk, that Probe tells a dropped packet apart,
-// and that the agent's record of podnet's flows is what the switch holds.
+// TestNodeWiresPodsAndShowsFlows starts podnet, and beside it beta told
+// its name by Args, adds two pods by CNI and checks that they talk, that
+// Probe tells a dropped packet apart, and that the agent's record of
+// podnet's flows is what the switch holds.
 func TestNodeWiresPodsAndShowsFlows(t *testing.T) {
-	n := kit.StartNode(t, kit.Options{WithPodnet: true})
+	n := kit.StartNode(t, kit.Options{WithPodnet: true, Plugins: []kit.Plugin{
+		// beta -name NAME describes itself as NAME: it syncs only if the
+		// arguments arrive as given.
+		{Name: "bare-x", Package: beta, Args: []string{"-name", "bare-x"}},
+	}})
 	s := n.WaitSynced()
+	if p, ok := s.Plugin("bare-x"); !ok || p.State != "synced" {
+		t.Errorf("plugin bare-x: %+v, want synced", p)
+	}
 	a, b := n.AddPod("a"), n.AddPod("b")
 	for _, proto := range []kit.Protocol{kit.TCP, kit.UDP, kit.ICMP} {
 		if got := n.Probe(a, b, proto, 8080); got != kit.Connected {
