@@ -12,6 +12,9 @@
 //   - controlplane: etcd + kube-apiserver with token auth and RBAC.
 //   - cluster: N nodes on an underlay fabric, each with its own OVS, plus Node objects.
 //   - probe: TCP/UDP/SCTP/ICMP reachability and the N×N connectivity matrix.
+//   - nodeagent: the real switchyard-agent on a harness node.
+//   - kit: the test kit for plugin authors (one node, their plugins, pods,
+//     probes, flows), importable from a plugin's own module.
 //
 // Every resource a harness creates is named with the run prefix (see
 // testenv.Prefix) so that `make clean-itest` can find leftovers of a crashed run.

@@ -4,41 +4,79 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
-// Commands builds each package (a path relative to the repository root, e.g.
-// "host/cmd/switchyard-agent") into one directory, removed on cleanup, and
-// returns the path of each binary by its base name.
+// Commands builds each package of this repository (a path relative to its
+// root, e.g. "host/cmd/switchyard-agent") into one directory, removed on
+// cleanup, and returns the path of each binary by its base name.
 func Commands(t testenv.T, pkgs ...string) map[string]string {
 	t.Helper()
-	itestDir, err := testenv.SourceDir("")
-	if err != nil {
-		t.Fatalf("%v", err)
+	imports := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		imports[i] = testenv.Module + "/" + strings.Trim(strings.TrimPrefix(p, "./"), "/")
 	}
-	root := filepath.Dir(itestDir)
-	dir := testenv.Dir(t, "bin")
-	args := []string{"build", "-o", dir + "/"}
-	for _, p := range pkgs {
-		args = append(args, "./"+strings.TrimPrefix(p, "./"))
-	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	return Packages(t, imports...)
+}
+
+// Packages builds main packages named by Go import path into one directory,
+// removed on cleanup, and returns the path of each binary by the last
+// element of its import path. Packages of switchyard.dev/switchyard are
+// built inside that module (testenv.ModuleDir), with its own go.sum, so a
+// module that merely requires it can build the agent; any other package is
+// built in the current module (the test's working directory), e.g. a
+// plugin building itself.
+func Packages(t testenv.T, pkgs ...string) map[string]string {
+	t.Helper()
+	var own, other []string
 	bins := map[string]string{}
+	dir := testenv.Dir(t, "bin")
 	for _, p := range pkgs {
-		name := filepath.Base(p)
-		path := filepath.Join(dir, name)
-		if _, err := os.Stat(path); err != nil {
-			t.Fatalf("built %s but %s is missing: %v", p, path, fmt.Sprint(err))
+		name := path.Base(p)
+		if _, dup := bins[name]; dup {
+			t.Fatalf("build: two packages would both build a binary named %q (%v): build them separately", name, pkgs)
 		}
-		bins[name] = path
+		bins[name] = filepath.Join(dir, name)
+		if p == testenv.Module || strings.HasPrefix(p, testenv.Module+"/") {
+			own = append(own, p)
+		} else {
+			other = append(other, p)
+		}
+	}
+	if len(own) > 0 {
+		root, err := testenv.ModuleDir()
+		if err != nil {
+			t.Fatalf("build: %v", err)
+		}
+		goBuild(t, root, dir, own)
+	}
+	if len(other) > 0 {
+		goBuild(t, "", dir, other)
+	}
+	for name, bin := range bins {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("built %s but %s is missing: %v (is it a main package?)", name, bin, fmt.Sprint(err))
+		}
 	}
 	return bins
+}
+
+// goBuild runs go build for pkgs in workdir ("" is the current directory).
+func goBuild(t testenv.T, workdir, outDir string, pkgs []string) {
+	t.Helper()
+	args := append([]string{"build", "-o", outDir + "/"}, pkgs...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = workdir
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		where := workdir
+		if where == "" {
+			where, _ = os.Getwd()
+		}
+		t.Fatalf("go %s (in %s): %v\n%s", strings.Join(args, " "), where, err, out)
+	}
 }

@@ -35,7 +35,8 @@ type Binaries struct {
 // Options configures one node's agent.
 type Options struct {
 	Bins Binaries
-	// Enabled lists the plugins to enable, in order (default: podnet).
+	// Enabled lists the plugins to enable, in order; nil means podnet, an
+	// empty non-nil list none (only Extra).
 	Enabled []string
 	// LogLevel of the agent (default info).
 	LogLevel string
@@ -103,7 +104,7 @@ type Agent struct {
 // Start configures and starts the agent on n and installs CNI there.
 func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 	t.Helper()
-	if len(o.Enabled) == 0 {
+	if o.Enabled == nil {
 		o.Enabled = []string{"podnet"}
 	}
 	if o.LogLevel == "" {
@@ -289,7 +290,9 @@ func (a *Agent) Log() string {
 func writePlugin(b *strings.Builder, p Plugin) {
 	fmt.Fprintf(b, "- name: %s\n  path: %s\n", p.Name, p.Path)
 	if len(p.Args) > 0 {
-		fmt.Fprintf(b, "  args: [%s]\n", strings.Join(p.Args, ", "))
+		// JSON strings are YAML: any argument text survives quoting.
+		args, _ := json.Marshal(p.Args)
+		fmt.Fprintf(b, "  args: %s\n", args)
 	}
 	if p.Config != "" {
 		fmt.Fprintf(b, "  config: %s\n", p.Config)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -98,7 +99,7 @@ func checkUDP(ns, addr string, timeout time.Duration) error {
 			return err
 		}
 	}
-	return fmt.Errorf("no UDP echo from %s within %s", addr, timeout)
+	return fmt.Errorf("no UDP echo from %s within %s: %w", addr, timeout, os.ErrDeadlineExceeded)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"os"
 	"time"
 
 	"switchyard.dev/switchyard/itest/netns"
@@ -130,7 +131,7 @@ func checkSCTP(ns string, ip net.IP, port int, timeout time.Duration) error {
 			}
 		}
 	}
-	return fmt.Errorf("no SCTP INIT ACK from %s port %d within %s", ip, port, timeout)
+	return fmt.Errorf("no SCTP INIT ACK from %s port %d within %s: %w", ip, port, timeout, os.ErrDeadlineExceeded)
 }
 
 // serveSCTP answers every INIT to port with an INIT ACK.

@@ -129,8 +129,41 @@ func LookPath(t T, bin, debianPackage string) string {
 	return p
 }
 
-// SourceDir returns the absolute path of dir relative to the itest folder of
-// this repository, located from the current working directory upwards.
+// Module is the import path of Switchyard's main module.
+const Module = "switchyard.dev/switchyard"
+
+var (
+	moduleDirOnce sync.Once
+	moduleDir     string
+	moduleDirErr  error
+)
+
+// ModuleDir returns the directory holding the switchyard.dev/switchyard
+// module the current module builds against, as `go list -m` resolves it:
+// this checkout from inside it, the replace target from a module that
+// replaces it, or the module cache for a plain requirement. That is what
+// lets the harness run from another module (a plugin's own tests).
+func ModuleDir() (string, error) {
+	moduleDirOnce.Do(func() {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", Module).CombinedOutput()
+		dir := strings.TrimSpace(string(out))
+		switch {
+		case err != nil:
+			moduleDirErr = fmt.Errorf("locating module %s with `go list -m`: %w: %s (the current module must require %s)", Module, err, dir, Module)
+		case dir == "":
+			moduleDirErr = fmt.Errorf("`go list -m %s` gave no directory: run `go mod download %s`", Module, Module)
+		default:
+			moduleDir = dir
+		}
+	})
+	return moduleDir, moduleDirErr
+}
+
+// SourceDir returns the absolute path of rel relative to the itest folder
+// of the switchyard.dev/switchyard module: found from the current working
+// directory upwards inside this repository, else through ModuleDir (from
+// another module). Nested modules such as itest/tools are not part of a
+// downloaded module, only of a checkout or a replace target.
 func SourceDir(rel string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -141,7 +174,12 @@ func SourceDir(rel string) (string, error) {
 			return filepath.Join(d, "itest", rel), nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no itest/tools/go.mod above %s: run from inside the switchyard repository", wd)
+			break
 		}
 	}
+	root, err := ModuleDir()
+	if err != nil {
+		return "", fmt.Errorf("no itest/tools/go.mod above %s, and %w", wd, err)
+	}
+	return filepath.Join(root, "itest", rel), nil
 }
