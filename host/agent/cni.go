@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"switchyard.dev/switchyard/host/cniserver"
 	"switchyard.dev/switchyard/host/ifstore"
 	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/sdk"
-	"switchyard.dev/switchyard/sdk/sdkhost"
 )
 
 // The agent's side of the CNI path: the CNI server (host/cniserver) asks
@@ -18,8 +18,8 @@ import (
 // CNIPlugin returns the running plugin that handles CNI: the first one in
 // config order that declared the capability. ok is false while none runs
 // (not started yet, or restarting), which the CNI server reports as "try
-// again later".
-func (a *Agent) CNIPlugin() (p *sdkhost.Plugin, ok bool) {
+// again later". It is the CNI server's Resolver as it is.
+func (a *Agent) CNIPlugin() (p cniserver.Plugin, ok bool) {
 	ps := a.running(sdk.CapCNI)
 	if len(ps) == 0 || ps[0].p.Exited() {
 		return nil, false

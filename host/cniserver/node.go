@@ -19,7 +19,7 @@ const SocketName = "cni.sock"
 type NodeOptions struct {
 	// SocketDir holds SocketName; StateDir holds the interface store.
 	SocketDir, StateDir string
-	// Handler finds the CNI-capable plugin (see FromPlugin).
+	// Handler finds the CNI-capable plugin (Agent.CNIPlugin).
 	Handler Resolver
 	// WaitReady, if set, gates each ADD (see Options.WaitReady).
 	WaitReady func(ctx context.Context) error

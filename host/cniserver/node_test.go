@@ -30,7 +30,7 @@ func TestStartNodePublishesAndReconciles(t *testing.T) {
 	got := make(chan struct{}, 10)
 	n, err := StartNode(context.Background(), NodeOptions{
 		SocketDir: dir, StateDir: dir, Ports: noPorts{},
-		Handler: func() (sdk.CNIHandler, bool) { return p, true },
+		Handler: func() (Plugin, bool) { return p, true },
 		Publish: func(_ context.Context, e sdk.PodInterfaceEventRequest) {
 			mu.Lock()
 			events = append(events, e.Interface.ContainerID)

@@ -24,9 +24,18 @@ import (
 	"switchyard.dev/switchyard/sdk"
 )
 
+// Plugin is the host-side handle of the plugin process that holds the CNI
+// capability (*sdkhost.Plugin): the server calls it directly, with no
+// adapter in between.
+type Plugin interface {
+	CNIAdd(ctx context.Context, a sdk.CNIArgs) (*sdk.CNIAddResponse, error)
+	CNIDel(ctx context.Context, a sdk.CNIArgs) error
+	CNICheck(ctx context.Context, a sdk.CNIArgs) error
+}
+
 // Resolver returns the plugin that currently holds the CNI capability, or
 // false while none is ready (agent starting, plugin restarting).
-type Resolver func() (sdk.CNIHandler, bool)
+type Resolver func() (Plugin, bool)
 
 // Options configure a Server.
 type Options struct {
@@ -217,7 +226,7 @@ func (s *Server) withLock(ctx context.Context, req *request, fn func() *cnipb.Er
 	return fn()
 }
 
-func (s *Server) handler() (sdk.CNIHandler, *cnipb.Error) {
+func (s *Server) handler() (Plugin, *cnipb.Error) {
 	h, ok := s.o.Handler()
 	if !ok || h == nil {
 		return nil, perr(types.ErrTryAgainLater, "switchyard agent is not ready: no plugin with the CNI capability (podnet) is running yet",
@@ -254,13 +263,13 @@ func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddRespon
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
 		defer cancel()
-		var resp sdk.CNIAddResponse
-		if err := h.CNIAdd(cctx, sdk.CNIAddRequest{Args: req.args}, &resp); err != nil {
+		resp, err := h.CNIAdd(cctx, req.args)
+		if err != nil {
 			req.log.Error("CNI ADD failed, rolling back", "error", err)
 			s.rollback(h, req)
 			return toProto(err)
 		}
-		res, rec, err := buildResult(req, &resp)
+		res, rec, err := buildResult(req, resp)
 		if err == nil {
 			err = s.o.Store.Put(rec)
 		}
@@ -281,10 +290,10 @@ func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddRespon
 
 // rollback undoes a failed ADD. The plugin is expected to have undone its
 // own partial work already; DEL is the second line, and it is idempotent.
-func (s *Server) rollback(h sdk.CNIHandler, req *request) {
+func (s *Server) rollback(h Plugin, req *request) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.RollbackTimeout)
 	defer cancel()
-	if err := h.CNIDel(ctx, sdk.CNIDelRequest{Args: req.args}, &sdk.CNIDelResponse{}); err != nil {
+	if err := h.CNIDel(ctx, req.args); err != nil {
 		req.log.Error("rollback after failed ADD failed; CNI DEL or GC will retry the cleanup", "error", err)
 	}
 }
@@ -364,7 +373,7 @@ func (s *Server) del(ctx context.Context, req *request) *cnipb.Error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
 	defer cancel()
-	if err := h.CNIDel(cctx, sdk.CNIDelRequest{Args: args}, &sdk.CNIDelResponse{}); err != nil {
+	if err := h.CNIDel(cctx, args); err != nil {
 		req.log.Error("CNI DEL failed", "error", err)
 		return toProto(err)
 	}
@@ -392,7 +401,7 @@ func (s *Server) Check(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.CmdResp
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
 		defer cancel()
-		if err := h.CNICheck(cctx, sdk.CNICheckRequest{Args: req.args}, &sdk.CNICheckResponse{}); err != nil {
+		if err := h.CNICheck(cctx, req.args); err != nil {
 			req.log.Warn("CNI CHECK failed", "error", err)
 			return toProto(err)
 		}

@@ -46,33 +46,32 @@ func (p *plugin) Calls() []string {
 	return append([]string(nil), p.calls...)
 }
 
-func (p *plugin) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) error {
-	p.record("add " + req.Args.ContainerID)
+func (p *plugin) CNIAdd(ctx context.Context, args sdk.CNIArgs) (*sdk.CNIAddResponse, error) {
+	p.record("add " + args.ContainerID)
 	if p.release != nil {
 		<-p.release
 	}
 	if p.addErr != nil {
-		return p.addErr
+		return nil, p.addErr
 	}
 	mac, _ := net.ParseMAC("0a:58:0a:f4:01:05")
-	*resp = sdk.CNIAddResponse{
+	return &sdk.CNIAddResponse{
 		IPs:    []sdk.IPConfig{{Address: netip.MustParsePrefix("10.244.1.5/32"), Gateway: netip.MustParseAddr("10.244.1.1")}},
 		Routes: []sdk.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.244.1.1")}},
-		Interface: sdk.PodInterface{IfName: req.Args.IfName, HostIfName: "sy" + req.Args.ContainerID, OFPort: 7, MAC: mac,
+		Interface: sdk.PodInterface{IfName: args.IfName, HostIfName: "sy" + args.ContainerID, OFPort: 7, MAC: mac,
 			IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5")}},
 		MTU: 1450,
-	}
+	}, nil
+}
+
+func (p *plugin) CNIDel(ctx context.Context, args sdk.CNIArgs) error {
+	p.record("del " + args.ContainerID + " netns=" + args.Netns)
 	return nil
 }
 
-func (p *plugin) CNIDel(ctx context.Context, req sdk.CNIDelRequest, resp *sdk.CNIDelResponse) error {
-	p.record("del " + req.Args.ContainerID + " netns=" + req.Args.Netns)
-	return nil
-}
-
-func (p *plugin) CNICheck(ctx context.Context, req sdk.CNICheckRequest, resp *sdk.CNICheckResponse) error {
-	p.record("check " + req.Args.ContainerID)
-	return cnierr.Newf(cnierr.CheckFailed, "veth %s is missing in the pod", req.Args.IfName)
+func (p *plugin) CNICheck(ctx context.Context, args sdk.CNIArgs) error {
+	p.record("check " + args.ContainerID)
+	return cnierr.Newf(cnierr.CheckFailed, "veth %s is missing in the pod", args.IfName)
 }
 
 type env struct {
@@ -92,7 +91,7 @@ func start(t *testing.T, p *plugin, o Options) *env {
 	ready := true
 	o.Socket = filepath.Join(dir, "cni.sock")
 	o.Store = store
-	o.Handler = func() (sdk.CNIHandler, bool) { return p, ready }
+	o.Handler = func() (Plugin, bool) { return p, ready }
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +298,7 @@ func TestNewRequiresHandlerAndStore(t *testing.T) {
 	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Handler is required") {
 		t.Fatalf("New without handler: err = %v", err)
 	}
-	h := func() (sdk.CNIHandler, bool) { return nil, false }
+	h := func() (Plugin, bool) { return nil, false }
 	if _, err := New(Options{Handler: h}); err == nil || !strings.Contains(err.Error(), "Store is required") {
 		t.Fatalf("New without store: err = %v", err)
 	}

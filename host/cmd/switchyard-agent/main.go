@@ -93,13 +93,7 @@ func run() error {
 	// a restarted plugin is used as soon as it is back.
 	cni, err := cniserver.StartNode(ctx, cniserver.NodeOptions{
 		SocketDir: cfg.SocketDir, StateDir: cfg.RunDir, Ports: agent.PortView{DB: db}, Logger: log,
-		Handler: func() (sdk.CNIHandler, bool) {
-			p, ok := a.CNIPlugin()
-			if !ok {
-				return nil, false
-			}
-			return cniserver.FromPlugin(p), true
-		},
+		Handler:   a.CNIPlugin,
 		WaitReady: func(ctx context.Context) error { return a.WaitReady(ctx, cfg.ReadyWait) },
 	})
 	if err != nil {
