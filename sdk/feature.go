@@ -37,6 +37,15 @@ type CNIHandler interface {
 	CNICheck(ctx context.Context, req CNICheckRequest, resp *CNICheckResponse) error
 }
 
+// CNIGarbageCollector is implemented by a CNI plugin that can remove the
+// attachments a runtime no longer lists (CNI GC). The host detaches its
+// own stale records first, then calls it with the runtime's valid list, so
+// whatever the plugin holds beyond the host's records (an ADD cut short by
+// an agent crash: a veth, a port, addresses, flows) goes too.
+type CNIGarbageCollector interface {
+	CNIGC(ctx context.Context, req CNIGCRequest, resp *CNIGCResponse) error
+}
+
 // PodInterfaceSubscriber receives pod interface additions and removals.
 type PodInterfaceSubscriber interface {
 	PodInterfaceEvent(ctx context.Context, req PodInterfaceEventRequest, resp *PodInterfaceEventResponse) error
@@ -173,6 +182,22 @@ type CNIDelRequest struct{ Args CNIArgs }
 
 // CNIDelResponse is empty today.
 type CNIDelResponse struct{}
+
+// CNIAttachment names one attachment: a container's interface.
+type CNIAttachment struct {
+	ContainerID string
+	IfName      string
+}
+
+// CNIGCRequest lists the attachments the runtime still has; everything
+// else the plugin holds is to be removed.
+type CNIGCRequest struct {
+	Valid   []CNIAttachment
+	NetConf []byte
+}
+
+// CNIGCResponse says how many attachments the plugin removed.
+type CNIGCResponse struct{ Removed int }
 
 // CNICheckRequest asks whether the pod is still wired as expected.
 type CNICheckRequest struct{ Args CNIArgs }

@@ -109,6 +109,22 @@ func (s *featureServer) CNIDel(ctx context.Context, req *pb.CNIRequest) (*pb.Emp
 	return &pb.Empty{}, nil
 }
 
+func (s *featureServer) CNIGC(ctx context.Context, req *pb.CNIGCRequest) (*pb.CNIGCResponse, error) {
+	h, ok := s.f.(CNIGarbageCollector)
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented, "plugin does not collect CNI garbage (sdk.CNIGarbageCollector)")
+	}
+	r := CNIGCRequest{NetConf: req.GetNetConf()}
+	for _, a := range req.GetValid() {
+		r.Valid = append(r.Valid, CNIAttachment{ContainerID: a.GetContainerId(), IfName: a.GetIfName()})
+	}
+	var resp CNIGCResponse
+	if err := h.CNIGC(ctx, r, &resp); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CNIGCResponse{Removed: uint32(resp.Removed)}, nil
+}
+
 func (s *featureServer) CNICheck(ctx context.Context, req *pb.CNIRequest) (*pb.Empty, error) {
 	h, ok := s.f.(CNIHandler)
 	if !ok {

@@ -31,6 +31,9 @@ type Plugin interface {
 	CNIAdd(ctx context.Context, a sdk.CNIArgs) (*sdk.CNIAddResponse, error)
 	CNIDel(ctx context.Context, a sdk.CNIArgs) error
 	CNICheck(ctx context.Context, a sdk.CNIArgs) error
+	// CNIGC removes what the plugin holds beyond the valid attachments
+	// (0, nil from a plugin that does not collect garbage).
+	CNIGC(ctx context.Context, valid []sdk.CNIAttachment, netConf []byte) (int, error)
 }
 
 // Resolver returns the plugin that currently holds the CNI capability, or
@@ -421,14 +424,18 @@ func (s *Server) Status(ctx context.Context, r *cnipb.StatusRequest) (*cnipb.Cmd
 	return &cnipb.CmdResponse{}, nil
 }
 
-// GC detaches every recorded interface the runtime no longer lists.
+// GC detaches every recorded interface the runtime no longer lists, then
+// has the CNI plugin remove what it holds beyond the list: attachments the
+// host never recorded (an ADD cut short by an agent crash).
 func (s *Server) GC(ctx context.Context, r *cnipb.GCRequest) (*cnipb.CmdResponse, error) {
 	if _, err := netconf.Parse(r.GetNetConf()); err != nil {
 		return &cnipb.CmdResponse{Error: perr(types.ErrInvalidNetworkConfig, err.Error(), "fix the switchyard conflist")}, nil
 	}
 	valid := map[ifstore.Key]bool{}
+	var validList []sdk.CNIAttachment
 	for _, a := range r.GetValidAttachments() {
 		valid[ifstore.Key{ContainerID: a.GetContainerId(), IfName: a.GetIfname()}] = true
+		validList = append(validList, sdk.CNIAttachment{ContainerID: a.GetContainerId(), IfName: a.GetIfname()})
 	}
 	var failed []string
 	for _, rec := range s.o.Store.List() {
@@ -444,6 +451,19 @@ func (s *Server) GC(ctx context.Context, r *cnipb.GCRequest) (*cnipb.CmdResponse
 		if e := s.withLock(ctx, req, func() *cnipb.Error { return s.del(ctx, req) }); e != nil {
 			failed = append(failed, rec.Key().String()+": "+e.GetMsg())
 		}
+	}
+	if h, herr := s.handler(); herr == nil {
+		cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+		n, err := h.CNIGC(cctx, validList, r.GetNetConf())
+		cancel()
+		switch {
+		case err != nil:
+			failed = append(failed, "the CNI plugin's own garbage: "+err.Error())
+		case n > 0:
+			s.log.Warn("CNI GC: the CNI plugin removed attachments the agent had no record of", "removed", n)
+		}
+	} else {
+		failed = append(failed, "the CNI plugin's own garbage: "+herr.GetMsg())
 	}
 	if len(failed) > 0 {
 		return &cnipb.CmdResponse{Error: perr(types.ErrInternal, "GC could not release "+strings.Join(failed, "; "),

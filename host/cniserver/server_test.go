@@ -69,6 +69,15 @@ func (p *plugin) CNIDel(ctx context.Context, args sdk.CNIArgs) error {
 	return nil
 }
 
+func (p *plugin) CNIGC(ctx context.Context, valid []sdk.CNIAttachment, _ []byte) (int, error) {
+	var names []string
+	for _, v := range valid {
+		names = append(names, v.ContainerID)
+	}
+	p.record("gc valid=" + strings.Join(names, ","))
+	return 0, nil
+}
+
 func (p *plugin) CNICheck(ctx context.Context, args sdk.CNIArgs) error {
 	p.record("check " + args.ContainerID)
 	return cnierr.Newf(cnierr.CheckFailed, "veth %s is missing in the pod", args.IfName)
@@ -291,6 +300,15 @@ func TestGCReleasesUnlisted(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"b"}, left); diff != "" {
 		t.Errorf("records after GC (-want +got):\n%s", diff)
+	}
+	// The host detaches its own stale records first, then the plugin gets
+	// the runtime's list for what the host never recorded.
+	var calls []string
+	for _, c := range p.Calls() {
+		calls = append(calls, strings.Fields(c)[0]+" "+strings.Fields(c)[1])
+	}
+	if diff := cmp.Diff([]string{"del a", "del c", "gc valid=b"}, calls[len(calls)-3:]); diff != "" {
+		t.Errorf("plugin calls of the GC (-want +got):\n%s", diff)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,6 +185,23 @@ func (c *Cluster) addPod(t testenv.T, spec PodSpec) (*Pod, error) {
 	c.pods[p.Key()] = p
 	c.mu.Unlock()
 	return p, nil
+}
+
+// GC runs CNI GC on the node, as a runtime does, listing valid as the
+// attachments it still has: everything else the network holds for pods of
+// this node is to be released.
+func (n *Node) GC(valid []*Pod) error {
+	list, err := n.loadNetworkList()
+	if err != nil {
+		return err
+	}
+	args := &libcni.GCArgs{}
+	for _, p := range valid {
+		args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: p.ContainerID, IfName: p.IfName})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return n.cni().GCNetworkList(ctx, list, args)
 }
 
 func (c *Cluster) ensureNamespace(ctx context.Context, name string) error {

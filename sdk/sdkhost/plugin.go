@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/internal/wire"
@@ -208,6 +210,23 @@ func (p *Plugin) CNIAdd(ctx context.Context, a sdk.CNIArgs) (*sdk.CNIAddResponse
 func (p *Plugin) CNIDel(ctx context.Context, a sdk.CNIArgs) error {
 	_, err := p.wc.Feature.CNIDel(ctx, toPBCNIArgs(a))
 	return fromStatus(err)
+}
+
+// CNIGC forwards a CNI GC with the runtime's valid attachments. A plugin
+// that does not implement sdk.CNIGarbageCollector removes nothing: (0, nil).
+func (p *Plugin) CNIGC(ctx context.Context, valid []sdk.CNIAttachment, netConf []byte) (int, error) {
+	req := &pb.CNIGCRequest{NetConf: netConf}
+	for _, a := range valid {
+		req.Valid = append(req.Valid, &pb.CNIAttachment{ContainerId: a.ContainerID, IfName: a.IfName})
+	}
+	resp, err := p.wc.Feature.CNIGC(ctx, req)
+	if status.Code(err) == codes.Unimplemented {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fromStatus(err)
+	}
+	return int(resp.GetRemoved()), nil
 }
 
 // CNICheck forwards a CNI CHECK.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -164,8 +165,9 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 }
 
 // resync installs the static, gateway and all recorded pods' flows in one
-// batch, and releases addresses no recorded pod holds (an ADD cut short by
-// a crash).
+// batch, and removes the attachments of addresses no recorded pod holds
+// (an ADD cut short by a crash): their veth and port go with the
+// addresses, found by the names derived from the container.
 func (p *Podnet) resync(ctx context.Context) error {
 	b := flow.NewBatch().AddFlows(flows.StaticFlows()...).AddFlows(flows.GatewayFlows(p.gw)...)
 	for _, r := range p.st.list() {
@@ -193,8 +195,8 @@ func (p *Podnet) resync(ctx context.Context) error {
 	}
 	for k := range allocs {
 		if _, ok := p.st.get(k.ContainerID + "/" + k.IfName); !ok {
-			p.log.Warn("releasing addresses of an attachment podnet has no record of", "container", k.ContainerID, "ifname", k.IfName, "ips", allocs[k])
-			if err := p.ipam.Release(k); err != nil {
+			p.log.Warn("removing an attachment podnet has no record of (an ADD cut short)", "container", k.ContainerID, "ifname", k.IfName, "ips", allocs[k])
+			if err := p.detach(ctx, sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
 				return err
 			}
 		}
@@ -524,7 +526,54 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDelResponse) error {
 	p.ops.RLock()
 	defer p.ops.RUnlock()
-	a := req.Args
+	return p.detach(ctx, req.Args)
+}
+
+// CNIGC removes every attachment podnet holds (a record, or addresses
+// without one) that the runtime no longer lists. The host has already
+// detached the ones it recorded; what is left here is what it never
+// recorded: an ADD cut short by an agent crash, whose veth, port,
+// addresses and flows would otherwise stay forever.
+func (p *Podnet) CNIGC(ctx context.Context, req sdk.CNIGCRequest, resp *sdk.CNIGCResponse) error {
+	// Exclusive: no ADD or DEL may run while the sets are compared.
+	p.ops.Lock()
+	defer p.ops.Unlock()
+	valid := map[ipam.Key]bool{}
+	for _, a := range req.Valid {
+		valid[ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}] = true
+	}
+	stale := map[ipam.Key]sdk.CNIArgs{}
+	for _, r := range p.st.list() {
+		k := ipam.Key{ContainerID: r.ContainerID, IfName: r.IfName}
+		if !valid[k] {
+			stale[k] = sdk.CNIArgs{ContainerID: r.ContainerID, IfName: r.IfName, Netns: r.Netns, PodNamespace: r.PodNamespace, PodName: r.PodName}
+		}
+	}
+	allocs, err := p.ipam.Allocations()
+	if err != nil {
+		return err
+	}
+	for k := range allocs {
+		if _, have := stale[k]; !have && !valid[k] {
+			stale[k] = sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}
+		}
+	}
+	var errs []error
+	for _, k := range slices.SortedFunc(maps.Keys(stale), func(a, b ipam.Key) int { return strings.Compare(a.ContainerID+a.IfName, b.ContainerID+b.IfName) }) {
+		p.log.Warn("CNI GC: removing an attachment the runtime no longer lists", "container", k.ContainerID, "ifname", k.IfName)
+		if err := p.detach(ctx, stale[k]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		resp.Removed++
+	}
+	return errors.Join(errs...)
+}
+
+// detach removes everything of one attachment: its flows, OVS port, veth,
+// addresses and record. It works from podnet's record when there is one
+// and from derived names otherwise, and succeeds when nothing is left.
+func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
 	rec, known := p.st.get(a.ContainerID + "/" + a.IfName)

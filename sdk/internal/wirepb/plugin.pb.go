@@ -871,6 +871,154 @@ func (x *CNIRequest) GetNetConf() []byte {
 	return nil
 }
 
+type CNIAttachment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	IfName        string                 `protobuf:"bytes,2,opt,name=if_name,json=ifName,proto3" json:"if_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CNIAttachment) Reset() {
+	*x = CNIAttachment{}
+	mi := &file_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CNIAttachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CNIAttachment) ProtoMessage() {}
+
+func (x *CNIAttachment) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CNIAttachment.ProtoReflect.Descriptor instead.
+func (*CNIAttachment) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CNIAttachment) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *CNIAttachment) GetIfName() string {
+	if x != nil {
+		return x.IfName
+	}
+	return ""
+}
+
+type CNIGCRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Valid         []*CNIAttachment       `protobuf:"bytes,1,rep,name=valid,proto3" json:"valid,omitempty"`
+	NetConf       []byte                 `protobuf:"bytes,2,opt,name=net_conf,json=netConf,proto3" json:"net_conf,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CNIGCRequest) Reset() {
+	*x = CNIGCRequest{}
+	mi := &file_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CNIGCRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CNIGCRequest) ProtoMessage() {}
+
+func (x *CNIGCRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CNIGCRequest.ProtoReflect.Descriptor instead.
+func (*CNIGCRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CNIGCRequest) GetValid() []*CNIAttachment {
+	if x != nil {
+		return x.Valid
+	}
+	return nil
+}
+
+func (x *CNIGCRequest) GetNetConf() []byte {
+	if x != nil {
+		return x.NetConf
+	}
+	return nil
+}
+
+type CNIGCResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       uint32                 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CNIGCResponse) Reset() {
+	*x = CNIGCResponse{}
+	mi := &file_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CNIGCResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CNIGCResponse) ProtoMessage() {}
+
+func (x *CNIGCResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CNIGCResponse.ProtoReflect.Descriptor instead.
+func (*CNIGCResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CNIGCResponse) GetRemoved() uint32 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
 type IPConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"` // CIDR
@@ -881,7 +1029,7 @@ type IPConfig struct {
 
 func (x *IPConfig) Reset() {
 	*x = IPConfig{}
-	mi := &file_plugin_proto_msgTypes[12]
+	mi := &file_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1041,7 @@ func (x *IPConfig) String() string {
 func (*IPConfig) ProtoMessage() {}
 
 func (x *IPConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[12]
+	mi := &file_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1054,7 @@ func (x *IPConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPConfig.ProtoReflect.Descriptor instead.
 func (*IPConfig) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{12}
+	return file_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IPConfig) GetAddress() string {
@@ -933,7 +1081,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_plugin_proto_msgTypes[13]
+	mi := &file_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1093,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[13]
+	mi := &file_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1106,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{13}
+	return file_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Route) GetDst() string {
@@ -991,7 +1139,7 @@ type PodInterface struct {
 
 func (x *PodInterface) Reset() {
 	*x = PodInterface{}
-	mi := &file_plugin_proto_msgTypes[14]
+	mi := &file_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1151,7 @@ func (x *PodInterface) String() string {
 func (*PodInterface) ProtoMessage() {}
 
 func (x *PodInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[14]
+	mi := &file_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1164,7 @@ func (x *PodInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodInterface.ProtoReflect.Descriptor instead.
 func (*PodInterface) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{14}
+	return file_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PodInterface) GetPodNamespace() string {
@@ -1087,7 +1235,7 @@ type CNIAddResponse struct {
 
 func (x *CNIAddResponse) Reset() {
 	*x = CNIAddResponse{}
-	mi := &file_plugin_proto_msgTypes[15]
+	mi := &file_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1247,7 @@ func (x *CNIAddResponse) String() string {
 func (*CNIAddResponse) ProtoMessage() {}
 
 func (x *CNIAddResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[15]
+	mi := &file_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1260,7 @@ func (x *CNIAddResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CNIAddResponse.ProtoReflect.Descriptor instead.
 func (*CNIAddResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{15}
+	return file_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CNIAddResponse) GetIps() []*IPConfig {
@@ -1153,7 +1301,7 @@ type PodInterfaceEventRequest struct {
 
 func (x *PodInterfaceEventRequest) Reset() {
 	*x = PodInterfaceEventRequest{}
-	mi := &file_plugin_proto_msgTypes[16]
+	mi := &file_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1313,7 @@ func (x *PodInterfaceEventRequest) String() string {
 func (*PodInterfaceEventRequest) ProtoMessage() {}
 
 func (x *PodInterfaceEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[16]
+	mi := &file_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1326,7 @@ func (x *PodInterfaceEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodInterfaceEventRequest.ProtoReflect.Descriptor instead.
 func (*PodInterfaceEventRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{16}
+	return file_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PodInterfaceEventRequest) GetKind() uint32 {
@@ -1212,7 +1360,7 @@ type PacketInRequest struct {
 
 func (x *PacketInRequest) Reset() {
 	*x = PacketInRequest{}
-	mi := &file_plugin_proto_msgTypes[17]
+	mi := &file_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1372,7 @@ func (x *PacketInRequest) String() string {
 func (*PacketInRequest) ProtoMessage() {}
 
 func (x *PacketInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[17]
+	mi := &file_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1385,7 @@ func (x *PacketInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketInRequest.ProtoReflect.Descriptor instead.
 func (*PacketInRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{17}
+	return file_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PacketInRequest) GetTable() string {
@@ -1308,7 +1456,7 @@ type FieldValue struct {
 
 func (x *FieldValue) Reset() {
 	*x = FieldValue{}
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1468,7 @@ func (x *FieldValue) String() string {
 func (*FieldValue) ProtoMessage() {}
 
 func (x *FieldValue) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[18]
+	mi := &file_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1481,7 @@ func (x *FieldValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldValue.ProtoReflect.Descriptor instead.
 func (*FieldValue) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{18}
+	return file_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FieldValue) GetField() *Field {
@@ -1369,7 +1517,7 @@ type CTInfo struct {
 
 func (x *CTInfo) Reset() {
 	*x = CTInfo{}
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1529,7 @@ func (x *CTInfo) String() string {
 func (*CTInfo) ProtoMessage() {}
 
 func (x *CTInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[19]
+	mi := &file_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1542,7 @@ func (x *CTInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CTInfo.ProtoReflect.Descriptor instead.
 func (*CTInfo) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{19}
+	return file_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CTInfo) GetState() uint32 {
@@ -1480,7 +1628,7 @@ type FlowRemovedRequest struct {
 
 func (x *FlowRemovedRequest) Reset() {
 	*x = FlowRemovedRequest{}
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1640,7 @@ func (x *FlowRemovedRequest) String() string {
 func (*FlowRemovedRequest) ProtoMessage() {}
 
 func (x *FlowRemovedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[20]
+	mi := &file_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1653,7 @@ func (x *FlowRemovedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowRemovedRequest.ProtoReflect.Descriptor instead.
 func (*FlowRemovedRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{20}
+	return file_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FlowRemovedRequest) GetFlow() *Flow {
@@ -1554,7 +1702,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1714,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[21]
+	mi := &file_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1727,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{21}
+	return file_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeInfo) GetName() string {
@@ -1613,7 +1761,7 @@ type NodeEventRequest struct {
 
 func (x *NodeEventRequest) Reset() {
 	*x = NodeEventRequest{}
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1773,7 @@ func (x *NodeEventRequest) String() string {
 func (*NodeEventRequest) ProtoMessage() {}
 
 func (x *NodeEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[22]
+	mi := &file_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1786,7 @@ func (x *NodeEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEventRequest.ProtoReflect.Descriptor instead.
 func (*NodeEventRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{22}
+	return file_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeEventRequest) GetKind() uint32 {
@@ -1678,7 +1826,7 @@ type Facts struct {
 
 func (x *Facts) Reset() {
 	*x = Facts{}
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1838,7 @@ func (x *Facts) String() string {
 func (*Facts) ProtoMessage() {}
 
 func (x *Facts) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[23]
+	mi := &file_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1851,7 @@ func (x *Facts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Facts.ProtoReflect.Descriptor instead.
 func (*Facts) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{23}
+	return file_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Facts) GetName() string {
@@ -1802,7 +1950,7 @@ type MatchField struct {
 
 func (x *MatchField) Reset() {
 	*x = MatchField{}
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1962,7 @@ func (x *MatchField) String() string {
 func (*MatchField) ProtoMessage() {}
 
 func (x *MatchField) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[24]
+	mi := &file_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1975,7 @@ func (x *MatchField) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MatchField.ProtoReflect.Descriptor instead.
 func (*MatchField) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{24}
+	return file_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MatchField) GetKind() uint32 {
@@ -1870,7 +2018,7 @@ type Jump struct {
 
 func (x *Jump) Reset() {
 	*x = Jump{}
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2030,7 @@ func (x *Jump) String() string {
 func (*Jump) ProtoMessage() {}
 
 func (x *Jump) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[25]
+	mi := &file_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2043,7 @@ func (x *Jump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jump.ProtoReflect.Descriptor instead.
 func (*Jump) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{25}
+	return file_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Jump) GetKind() uint32 {
@@ -1943,7 +2091,7 @@ type CT struct {
 
 func (x *CT) Reset() {
 	*x = CT{}
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2103,7 @@ func (x *CT) String() string {
 func (*CT) ProtoMessage() {}
 
 func (x *CT) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[26]
+	mi := &file_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2116,7 @@ func (x *CT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CT.ProtoReflect.Descriptor instead.
 func (*CT) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{26}
+	return file_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CT) GetCommit() bool {
@@ -2041,7 +2189,7 @@ type Operand struct {
 
 func (x *Operand) Reset() {
 	*x = Operand{}
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2201,7 @@ func (x *Operand) String() string {
 func (*Operand) ProtoMessage() {}
 
 func (x *Operand) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[27]
+	mi := &file_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2214,7 @@ func (x *Operand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operand.ProtoReflect.Descriptor instead.
 func (*Operand) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{27}
+	return file_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Operand) GetField() *Field {
@@ -2112,7 +2260,7 @@ type NAT struct {
 
 func (x *NAT) Reset() {
 	*x = NAT{}
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2272,7 @@ func (x *NAT) String() string {
 func (*NAT) ProtoMessage() {}
 
 func (x *NAT) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[28]
+	mi := &file_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2285,7 @@ func (x *NAT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NAT.ProtoReflect.Descriptor instead.
 func (*NAT) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{28}
+	return file_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NAT) GetKind() uint32 {
@@ -2201,7 +2349,7 @@ type LearnSpec struct {
 
 func (x *LearnSpec) Reset() {
 	*x = LearnSpec{}
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2361,7 @@ func (x *LearnSpec) String() string {
 func (*LearnSpec) ProtoMessage() {}
 
 func (x *LearnSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[29]
+	mi := &file_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2374,7 @@ func (x *LearnSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LearnSpec.ProtoReflect.Descriptor instead.
 func (*LearnSpec) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{29}
+	return file_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LearnSpec) GetKind() uint32 {
@@ -2270,7 +2418,7 @@ type Learn struct {
 
 func (x *Learn) Reset() {
 	*x = Learn{}
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2430,7 @@ func (x *Learn) String() string {
 func (*Learn) ProtoMessage() {}
 
 func (x *Learn) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[30]
+	mi := &file_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2443,7 @@ func (x *Learn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Learn.ProtoReflect.Descriptor instead.
 func (*Learn) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{30}
+	return file_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Learn) GetTable() string {
@@ -2344,7 +2492,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2504,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[31]
+	mi := &file_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2517,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{31}
+	return file_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Selection) GetMethod() uint32 {
@@ -2410,7 +2558,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2570,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[32]
+	mi := &file_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2583,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{32}
+	return file_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Action) GetKind() uint32 {
@@ -2563,7 +2711,7 @@ type Flow struct {
 
 func (x *Flow) Reset() {
 	*x = Flow{}
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2723,7 @@ func (x *Flow) String() string {
 func (*Flow) ProtoMessage() {}
 
 func (x *Flow) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[33]
+	mi := &file_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2736,7 @@ func (x *Flow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flow.ProtoReflect.Descriptor instead.
 func (*Flow) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{33}
+	return file_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Flow) GetTable() string {
@@ -2672,7 +2820,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2832,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[34]
+	mi := &file_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2845,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{34}
+	return file_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Bucket) GetWeight() uint32 {
@@ -2735,7 +2883,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2895,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[35]
+	mi := &file_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2908,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{35}
+	return file_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Group) GetId() uint32 {
@@ -2808,7 +2956,7 @@ type MeterBand struct {
 
 func (x *MeterBand) Reset() {
 	*x = MeterBand{}
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2968,7 @@ func (x *MeterBand) String() string {
 func (*MeterBand) ProtoMessage() {}
 
 func (x *MeterBand) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[36]
+	mi := &file_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2981,7 @@ func (x *MeterBand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterBand.ProtoReflect.Descriptor instead.
 func (*MeterBand) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{36}
+	return file_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MeterBand) GetRate() uint32 {
@@ -2862,7 +3010,7 @@ type Meter struct {
 
 func (x *Meter) Reset() {
 	*x = Meter{}
-	mi := &file_plugin_proto_msgTypes[37]
+	mi := &file_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3022,7 @@ func (x *Meter) String() string {
 func (*Meter) ProtoMessage() {}
 
 func (x *Meter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[37]
+	mi := &file_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3035,7 @@ func (x *Meter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Meter.ProtoReflect.Descriptor instead.
 func (*Meter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{37}
+	return file_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Meter) GetId() uint32 {
@@ -2932,7 +3080,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_plugin_proto_msgTypes[38]
+	mi := &file_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3092,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[38]
+	mi := &file_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3105,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{38}
+	return file_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Batch) GetFlows() []*Flow {
@@ -2994,7 +3142,7 @@ type RawBatch struct {
 
 func (x *RawBatch) Reset() {
 	*x = RawBatch{}
-	mi := &file_plugin_proto_msgTypes[39]
+	mi := &file_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3154,7 @@ func (x *RawBatch) String() string {
 func (*RawBatch) ProtoMessage() {}
 
 func (x *RawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[39]
+	mi := &file_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3167,7 @@ func (x *RawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RawBatch.ProtoReflect.Descriptor instead.
 func (*RawBatch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{39}
+	return file_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RawBatch) GetBatch() []byte {
@@ -3037,7 +3185,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_plugin_proto_msgTypes[40]
+	mi := &file_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3197,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[40]
+	mi := &file_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3210,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{40}
+	return file_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 type PortRequest struct {
@@ -3079,7 +3227,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_plugin_proto_msgTypes[41]
+	mi := &file_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3239,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[41]
+	mi := &file_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3252,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{41}
+	return file_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PortRequest) GetName() string {
@@ -3158,7 +3306,7 @@ type PortName struct {
 
 func (x *PortName) Reset() {
 	*x = PortName{}
-	mi := &file_plugin_proto_msgTypes[42]
+	mi := &file_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3318,7 @@ func (x *PortName) String() string {
 func (*PortName) ProtoMessage() {}
 
 func (x *PortName) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[42]
+	mi := &file_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3331,7 @@ func (x *PortName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortName.ProtoReflect.Descriptor instead.
 func (*PortName) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{42}
+	return file_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PortName) GetName() string {
@@ -3206,7 +3354,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[43]
+	mi := &file_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3366,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[43]
+	mi := &file_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3379,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{43}
+	return file_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Port) GetName() string {
@@ -3284,7 +3432,7 @@ type PacketOutRequest struct {
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[44]
+	mi := &file_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3444,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[44]
+	mi := &file_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3457,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{44}
+	return file_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -3358,7 +3506,7 @@ type FlowsRequest struct {
 
 func (x *FlowsRequest) Reset() {
 	*x = FlowsRequest{}
-	mi := &file_plugin_proto_msgTypes[45]
+	mi := &file_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3518,7 @@ func (x *FlowsRequest) String() string {
 func (*FlowsRequest) ProtoMessage() {}
 
 func (x *FlowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[45]
+	mi := &file_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3531,7 @@ func (x *FlowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowsRequest.ProtoReflect.Descriptor instead.
 func (*FlowsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{45}
+	return file_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FlowsRequest) GetTable() string {
@@ -3419,7 +3567,7 @@ type FlowStat struct {
 
 func (x *FlowStat) Reset() {
 	*x = FlowStat{}
-	mi := &file_plugin_proto_msgTypes[46]
+	mi := &file_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3579,7 @@ func (x *FlowStat) String() string {
 func (*FlowStat) ProtoMessage() {}
 
 func (x *FlowStat) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[46]
+	mi := &file_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3592,7 @@ func (x *FlowStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStat.ProtoReflect.Descriptor instead.
 func (*FlowStat) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{46}
+	return file_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FlowStat) GetFlow() *Flow {
@@ -3484,7 +3632,7 @@ type FlowsResponse struct {
 
 func (x *FlowsResponse) Reset() {
 	*x = FlowsResponse{}
-	mi := &file_plugin_proto_msgTypes[47]
+	mi := &file_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3644,7 @@ func (x *FlowsResponse) String() string {
 func (*FlowsResponse) ProtoMessage() {}
 
 func (x *FlowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[47]
+	mi := &file_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3657,7 @@ func (x *FlowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowsResponse.ProtoReflect.Descriptor instead.
 func (*FlowsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{47}
+	return file_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FlowsResponse) GetFlows() []*FlowStat {
@@ -3530,7 +3678,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_plugin_proto_msgTypes[48]
+	mi := &file_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3690,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[48]
+	mi := &file_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3703,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{48}
+	return file_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatsRequest) GetIds() []uint32 {
@@ -3575,7 +3723,7 @@ type Counter struct {
 
 func (x *Counter) Reset() {
 	*x = Counter{}
-	mi := &file_plugin_proto_msgTypes[49]
+	mi := &file_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3735,7 @@ func (x *Counter) String() string {
 func (*Counter) ProtoMessage() {}
 
 func (x *Counter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[49]
+	mi := &file_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3748,7 @@ func (x *Counter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counter.ProtoReflect.Descriptor instead.
 func (*Counter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{49}
+	return file_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Counter) GetPackets() uint64 {
@@ -3631,7 +3779,7 @@ type GroupStat struct {
 
 func (x *GroupStat) Reset() {
 	*x = GroupStat{}
-	mi := &file_plugin_proto_msgTypes[50]
+	mi := &file_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3791,7 @@ func (x *GroupStat) String() string {
 func (*GroupStat) ProtoMessage() {}
 
 func (x *GroupStat) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[50]
+	mi := &file_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3804,7 @@ func (x *GroupStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStat.ProtoReflect.Descriptor instead.
 func (*GroupStat) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{50}
+	return file_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GroupStat) GetId() uint32 {
@@ -3710,7 +3858,7 @@ type GroupStatsResponse struct {
 
 func (x *GroupStatsResponse) Reset() {
 	*x = GroupStatsResponse{}
-	mi := &file_plugin_proto_msgTypes[51]
+	mi := &file_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +3870,7 @@ func (x *GroupStatsResponse) String() string {
 func (*GroupStatsResponse) ProtoMessage() {}
 
 func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[51]
+	mi := &file_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +3883,7 @@ func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
 func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{51}
+	return file_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GroupStatsResponse) GetGroups() []*GroupStat {
@@ -3759,7 +3907,7 @@ type MeterStat struct {
 
 func (x *MeterStat) Reset() {
 	*x = MeterStat{}
-	mi := &file_plugin_proto_msgTypes[52]
+	mi := &file_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +3919,7 @@ func (x *MeterStat) String() string {
 func (*MeterStat) ProtoMessage() {}
 
 func (x *MeterStat) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[52]
+	mi := &file_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +3932,7 @@ func (x *MeterStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterStat.ProtoReflect.Descriptor instead.
 func (*MeterStat) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{52}
+	return file_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MeterStat) GetId() uint32 {
@@ -3838,7 +3986,7 @@ type MeterStatsResponse struct {
 
 func (x *MeterStatsResponse) Reset() {
 	*x = MeterStatsResponse{}
-	mi := &file_plugin_proto_msgTypes[53]
+	mi := &file_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +3998,7 @@ func (x *MeterStatsResponse) String() string {
 func (*MeterStatsResponse) ProtoMessage() {}
 
 func (x *MeterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[53]
+	mi := &file_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +4011,7 @@ func (x *MeterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterStatsResponse.ProtoReflect.Descriptor instead.
 func (*MeterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{53}
+	return file_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MeterStatsResponse) GetMeters() []*MeterStat {
@@ -3886,7 +4034,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_plugin_proto_msgTypes[54]
+	mi := &file_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +4046,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[54]
+	mi := &file_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +4059,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{54}
+	return file_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Resource) GetKind() uint32 {
@@ -3956,7 +4104,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_plugin_proto_msgTypes[55]
+	mi := &file_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3968,7 +4116,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[55]
+	mi := &file_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3981,7 +4129,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{55}
+	return file_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Grant) GetKind() uint32 {
@@ -4029,7 +4177,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_plugin_proto_msgTypes[56]
+	mi := &file_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4189,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[56]
+	mi := &file_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4202,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{56}
+	return file_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Endpoint) GetUrl() string {
@@ -4081,7 +4229,7 @@ type ClusterAccess struct {
 
 func (x *ClusterAccess) Reset() {
 	*x = ClusterAccess{}
-	mi := &file_plugin_proto_msgTypes[57]
+	mi := &file_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4241,7 @@ func (x *ClusterAccess) String() string {
 func (*ClusterAccess) ProtoMessage() {}
 
 func (x *ClusterAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[57]
+	mi := &file_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4254,7 @@ func (x *ClusterAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterAccess.ProtoReflect.Descriptor instead.
 func (*ClusterAccess) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{57}
+	return file_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterAccess) GetApiserver() *Endpoint {
@@ -4134,7 +4282,7 @@ type TokenReply struct {
 
 func (x *TokenReply) Reset() {
 	*x = TokenReply{}
-	mi := &file_plugin_proto_msgTypes[58]
+	mi := &file_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4146,7 +4294,7 @@ func (x *TokenReply) String() string {
 func (*TokenReply) ProtoMessage() {}
 
 func (x *TokenReply) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[58]
+	mi := &file_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4159,7 +4307,7 @@ func (x *TokenReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenReply.ProtoReflect.Descriptor instead.
 func (*TokenReply) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{58}
+	return file_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TokenReply) GetToken() string {
@@ -4186,7 +4334,7 @@ type NodeFactsChangedRequest struct {
 
 func (x *NodeFactsChangedRequest) Reset() {
 	*x = NodeFactsChangedRequest{}
-	mi := &file_plugin_proto_msgTypes[59]
+	mi := &file_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4198,7 +4346,7 @@ func (x *NodeFactsChangedRequest) String() string {
 func (*NodeFactsChangedRequest) ProtoMessage() {}
 
 func (x *NodeFactsChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[59]
+	mi := &file_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4211,7 +4359,7 @@ func (x *NodeFactsChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFactsChangedRequest.ProtoReflect.Descriptor instead.
 func (*NodeFactsChangedRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{59}
+	return file_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeFactsChangedRequest) GetOld() *Facts {
@@ -4295,7 +4443,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\rpod_namespace\x18\x04 \x01(\tR\fpodNamespace\x12\x19\n" +
 	"\bpod_name\x18\x05 \x01(\tR\apodName\x12\x17\n" +
 	"\apod_uid\x18\x06 \x01(\tR\x06podUid\x12\x19\n" +
-	"\bnet_conf\x18\a \x01(\fR\anetConf\">\n" +
+	"\bnet_conf\x18\a \x01(\fR\anetConf\"K\n" +
+	"\rCNIAttachment\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x17\n" +
+	"\aif_name\x18\x02 \x01(\tR\x06ifName\"d\n" +
+	"\fCNIGCRequest\x129\n" +
+	"\x05valid\x18\x01 \x03(\v2#.switchyard.plugin.v1.CNIAttachmentR\x05valid\x12\x19\n" +
+	"\bnet_conf\x18\x02 \x01(\fR\anetConf\")\n" +
+	"\rCNIGCResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\rR\aremoved\">\n" +
 	"\bIPConfig\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x02 \x01(\tR\agateway\")\n" +
@@ -4592,14 +4748,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fACTION_CT_CLEAR\x10\x10\x12\x13\n" +
 	"\x0fACTION_RESUBMIT\x10\x11\x12\x0f\n" +
 	"\vACTION_NOTE\x10\x12\x12\x10\n" +
-	"\fACTION_LEARN\x10\x132\xa5\a\n" +
+	"\fACTION_LEARN\x10\x132\xf7\a\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
 	"\x04Stop\x12!.switchyard.plugin.v1.StopRequest\x1a\".switchyard.plugin.v1.StopResponse\x12P\n" +
 	"\x06CNIAdd\x12 .switchyard.plugin.v1.CNIRequest\x1a$.switchyard.plugin.v1.CNIAddResponse\x12G\n" +
 	"\x06CNIDel\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12I\n" +
-	"\bCNICheck\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12`\n" +
+	"\bCNICheck\x12 .switchyard.plugin.v1.CNIRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
+	"\x05CNIGC\x12\".switchyard.plugin.v1.CNIGCRequest\x1a#.switchyard.plugin.v1.CNIGCResponse\x12`\n" +
 	"\x11PodInterfaceEvent\x12..switchyard.plugin.v1.PodInterfaceEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12N\n" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
 	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
@@ -4635,7 +4792,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -4650,166 +4807,172 @@ var file_plugin_proto_goTypes = []any{
 	(*StopRequest)(nil),              // 10: switchyard.plugin.v1.StopRequest
 	(*StopResponse)(nil),             // 11: switchyard.plugin.v1.StopResponse
 	(*CNIRequest)(nil),               // 12: switchyard.plugin.v1.CNIRequest
-	(*IPConfig)(nil),                 // 13: switchyard.plugin.v1.IPConfig
-	(*Route)(nil),                    // 14: switchyard.plugin.v1.Route
-	(*PodInterface)(nil),             // 15: switchyard.plugin.v1.PodInterface
-	(*CNIAddResponse)(nil),           // 16: switchyard.plugin.v1.CNIAddResponse
-	(*PodInterfaceEventRequest)(nil), // 17: switchyard.plugin.v1.PodInterfaceEventRequest
-	(*PacketInRequest)(nil),          // 18: switchyard.plugin.v1.PacketInRequest
-	(*FieldValue)(nil),               // 19: switchyard.plugin.v1.FieldValue
-	(*CTInfo)(nil),                   // 20: switchyard.plugin.v1.CTInfo
-	(*FlowRemovedRequest)(nil),       // 21: switchyard.plugin.v1.FlowRemovedRequest
-	(*NodeInfo)(nil),                 // 22: switchyard.plugin.v1.NodeInfo
-	(*NodeEventRequest)(nil),         // 23: switchyard.plugin.v1.NodeEventRequest
-	(*Facts)(nil),                    // 24: switchyard.plugin.v1.Facts
-	(*MatchField)(nil),               // 25: switchyard.plugin.v1.MatchField
-	(*Jump)(nil),                     // 26: switchyard.plugin.v1.Jump
-	(*CT)(nil),                       // 27: switchyard.plugin.v1.CT
-	(*Operand)(nil),                  // 28: switchyard.plugin.v1.Operand
-	(*NAT)(nil),                      // 29: switchyard.plugin.v1.NAT
-	(*LearnSpec)(nil),                // 30: switchyard.plugin.v1.LearnSpec
-	(*Learn)(nil),                    // 31: switchyard.plugin.v1.Learn
-	(*Selection)(nil),                // 32: switchyard.plugin.v1.Selection
-	(*Action)(nil),                   // 33: switchyard.plugin.v1.Action
-	(*Flow)(nil),                     // 34: switchyard.plugin.v1.Flow
-	(*Bucket)(nil),                   // 35: switchyard.plugin.v1.Bucket
-	(*Group)(nil),                    // 36: switchyard.plugin.v1.Group
-	(*MeterBand)(nil),                // 37: switchyard.plugin.v1.MeterBand
-	(*Meter)(nil),                    // 38: switchyard.plugin.v1.Meter
-	(*Batch)(nil),                    // 39: switchyard.plugin.v1.Batch
-	(*RawBatch)(nil),                 // 40: switchyard.plugin.v1.RawBatch
-	(*ApplyResponse)(nil),            // 41: switchyard.plugin.v1.ApplyResponse
-	(*PortRequest)(nil),              // 42: switchyard.plugin.v1.PortRequest
-	(*PortName)(nil),                 // 43: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 44: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 45: switchyard.plugin.v1.PacketOutRequest
-	(*FlowsRequest)(nil),             // 46: switchyard.plugin.v1.FlowsRequest
-	(*FlowStat)(nil),                 // 47: switchyard.plugin.v1.FlowStat
-	(*FlowsResponse)(nil),            // 48: switchyard.plugin.v1.FlowsResponse
-	(*StatsRequest)(nil),             // 49: switchyard.plugin.v1.StatsRequest
-	(*Counter)(nil),                  // 50: switchyard.plugin.v1.Counter
-	(*GroupStat)(nil),                // 51: switchyard.plugin.v1.GroupStat
-	(*GroupStatsResponse)(nil),       // 52: switchyard.plugin.v1.GroupStatsResponse
-	(*MeterStat)(nil),                // 53: switchyard.plugin.v1.MeterStat
-	(*MeterStatsResponse)(nil),       // 54: switchyard.plugin.v1.MeterStatsResponse
-	(*Resource)(nil),                 // 55: switchyard.plugin.v1.Resource
-	(*Grant)(nil),                    // 56: switchyard.plugin.v1.Grant
-	(*Endpoint)(nil),                 // 57: switchyard.plugin.v1.Endpoint
-	(*ClusterAccess)(nil),            // 58: switchyard.plugin.v1.ClusterAccess
-	(*TokenReply)(nil),               // 59: switchyard.plugin.v1.TokenReply
-	(*NodeFactsChangedRequest)(nil),  // 60: switchyard.plugin.v1.NodeFactsChangedRequest
-	nil,                              // 61: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 62: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 63: switchyard.plugin.v1.Assignment.GrantsEntry
-	nil,                              // 64: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 65: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*CNIAttachment)(nil),            // 13: switchyard.plugin.v1.CNIAttachment
+	(*CNIGCRequest)(nil),             // 14: switchyard.plugin.v1.CNIGCRequest
+	(*CNIGCResponse)(nil),            // 15: switchyard.plugin.v1.CNIGCResponse
+	(*IPConfig)(nil),                 // 16: switchyard.plugin.v1.IPConfig
+	(*Route)(nil),                    // 17: switchyard.plugin.v1.Route
+	(*PodInterface)(nil),             // 18: switchyard.plugin.v1.PodInterface
+	(*CNIAddResponse)(nil),           // 19: switchyard.plugin.v1.CNIAddResponse
+	(*PodInterfaceEventRequest)(nil), // 20: switchyard.plugin.v1.PodInterfaceEventRequest
+	(*PacketInRequest)(nil),          // 21: switchyard.plugin.v1.PacketInRequest
+	(*FieldValue)(nil),               // 22: switchyard.plugin.v1.FieldValue
+	(*CTInfo)(nil),                   // 23: switchyard.plugin.v1.CTInfo
+	(*FlowRemovedRequest)(nil),       // 24: switchyard.plugin.v1.FlowRemovedRequest
+	(*NodeInfo)(nil),                 // 25: switchyard.plugin.v1.NodeInfo
+	(*NodeEventRequest)(nil),         // 26: switchyard.plugin.v1.NodeEventRequest
+	(*Facts)(nil),                    // 27: switchyard.plugin.v1.Facts
+	(*MatchField)(nil),               // 28: switchyard.plugin.v1.MatchField
+	(*Jump)(nil),                     // 29: switchyard.plugin.v1.Jump
+	(*CT)(nil),                       // 30: switchyard.plugin.v1.CT
+	(*Operand)(nil),                  // 31: switchyard.plugin.v1.Operand
+	(*NAT)(nil),                      // 32: switchyard.plugin.v1.NAT
+	(*LearnSpec)(nil),                // 33: switchyard.plugin.v1.LearnSpec
+	(*Learn)(nil),                    // 34: switchyard.plugin.v1.Learn
+	(*Selection)(nil),                // 35: switchyard.plugin.v1.Selection
+	(*Action)(nil),                   // 36: switchyard.plugin.v1.Action
+	(*Flow)(nil),                     // 37: switchyard.plugin.v1.Flow
+	(*Bucket)(nil),                   // 38: switchyard.plugin.v1.Bucket
+	(*Group)(nil),                    // 39: switchyard.plugin.v1.Group
+	(*MeterBand)(nil),                // 40: switchyard.plugin.v1.MeterBand
+	(*Meter)(nil),                    // 41: switchyard.plugin.v1.Meter
+	(*Batch)(nil),                    // 42: switchyard.plugin.v1.Batch
+	(*RawBatch)(nil),                 // 43: switchyard.plugin.v1.RawBatch
+	(*ApplyResponse)(nil),            // 44: switchyard.plugin.v1.ApplyResponse
+	(*PortRequest)(nil),              // 45: switchyard.plugin.v1.PortRequest
+	(*PortName)(nil),                 // 46: switchyard.plugin.v1.PortName
+	(*Port)(nil),                     // 47: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 48: switchyard.plugin.v1.PacketOutRequest
+	(*FlowsRequest)(nil),             // 49: switchyard.plugin.v1.FlowsRequest
+	(*FlowStat)(nil),                 // 50: switchyard.plugin.v1.FlowStat
+	(*FlowsResponse)(nil),            // 51: switchyard.plugin.v1.FlowsResponse
+	(*StatsRequest)(nil),             // 52: switchyard.plugin.v1.StatsRequest
+	(*Counter)(nil),                  // 53: switchyard.plugin.v1.Counter
+	(*GroupStat)(nil),                // 54: switchyard.plugin.v1.GroupStat
+	(*GroupStatsResponse)(nil),       // 55: switchyard.plugin.v1.GroupStatsResponse
+	(*MeterStat)(nil),                // 56: switchyard.plugin.v1.MeterStat
+	(*MeterStatsResponse)(nil),       // 57: switchyard.plugin.v1.MeterStatsResponse
+	(*Resource)(nil),                 // 58: switchyard.plugin.v1.Resource
+	(*Grant)(nil),                    // 59: switchyard.plugin.v1.Grant
+	(*Endpoint)(nil),                 // 60: switchyard.plugin.v1.Endpoint
+	(*ClusterAccess)(nil),            // 61: switchyard.plugin.v1.ClusterAccess
+	(*TokenReply)(nil),               // 62: switchyard.plugin.v1.TokenReply
+	(*NodeFactsChangedRequest)(nil),  // 63: switchyard.plugin.v1.NodeFactsChangedRequest
+	nil,                              // 64: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 65: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 66: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 67: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 68: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	55, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
-	61, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	62, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	63, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	58, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
+	64, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	65, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	66, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
-	24, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	58, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
-	13, // 9: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	14, // 10: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	15, // 11: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	15, // 12: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	19, // 13: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
-	20, // 14: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
-	3,  // 15: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
-	34, // 16: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
-	22, // 17: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	3,  // 18: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	26, // 19: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	29, // 20: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
-	3,  // 21: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
-	28, // 22: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
-	28, // 23: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
-	30, // 24: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
-	3,  // 25: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	27, // 26: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	28, // 27: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
-	28, // 28: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
-	26, // 29: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
-	31, // 30: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
-	25, // 31: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	33, // 32: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	26, // 33: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	33, // 34: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	35, // 35: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	32, // 36: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
-	37, // 37: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	34, // 38: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	36, // 39: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	38, // 40: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	64, // 41: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	65, // 42: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	33, // 43: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	34, // 44: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
-	47, // 45: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
-	50, // 46: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
-	51, // 47: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
-	50, // 48: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
-	53, // 49: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
-	57, // 50: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
-	57, // 51: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
-	24, // 52: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
-	24, // 53: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
-	6,  // 54: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	56, // 55: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 56: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 57: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 58: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 59: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 60: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 61: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	17, // 62: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	18, // 63: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	23, // 64: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	21, // 65: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	60, // 66: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
-	40, // 67: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	42, // 68: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	43, // 69: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	43, // 70: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	45, // 71: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 72: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 73: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	46, // 74: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	49, // 75: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	49, // 76: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 77: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	5,  // 78: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 79: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 80: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	16, // 81: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 82: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 83: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	1,  // 84: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 85: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 86: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 87: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 88: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	41, // 89: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	44, // 90: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 91: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	44, // 92: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 93: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	24, // 94: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 95: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	48, // 96: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	52, // 97: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	54, // 98: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	59, // 99: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	78, // [78:100] is the sub-list for method output_type
-	56, // [56:78] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	27, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
+	61, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
+	13, // 9: switchyard.plugin.v1.CNIGCRequest.valid:type_name -> switchyard.plugin.v1.CNIAttachment
+	16, // 10: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	17, // 11: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	18, // 12: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	18, // 13: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	22, // 14: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
+	23, // 15: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
+	3,  // 16: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
+	37, // 17: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
+	25, // 18: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	3,  // 19: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	29, // 20: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	32, // 21: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
+	3,  // 22: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
+	31, // 23: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
+	31, // 24: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
+	33, // 25: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
+	3,  // 26: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	30, // 27: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	31, // 28: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
+	31, // 29: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
+	29, // 30: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
+	34, // 31: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
+	28, // 32: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	36, // 33: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	29, // 34: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	36, // 35: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	38, // 36: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	35, // 37: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
+	40, // 38: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	37, // 39: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	39, // 40: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	41, // 41: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	67, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	68, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	36, // 44: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	37, // 45: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	50, // 46: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	53, // 47: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	54, // 48: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	53, // 49: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	56, // 50: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	60, // 51: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
+	60, // 52: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
+	27, // 53: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
+	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
+	6,  // 55: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	59, // 56: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 57: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 58: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 59: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 60: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 61: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 62: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	14, // 63: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
+	20, // 64: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	21, // 65: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	26, // 66: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	24, // 67: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	63, // 68: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	43, // 69: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	45, // 70: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	46, // 71: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	46, // 72: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	48, // 73: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 74: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 75: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	49, // 76: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	52, // 77: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	52, // 78: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 79: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	5,  // 80: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 81: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 82: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 83: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 84: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 85: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 86: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 87: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 88: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 89: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 90: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 91: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	44, // 92: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	47, // 93: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 94: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	47, // 95: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 96: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 97: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 98: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	51, // 99: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	55, // 100: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	57, // 101: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	62, // 102: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	80, // [80:103] is the sub-list for method output_type
+	57, // [57:80] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -4823,7 +4986,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   65,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

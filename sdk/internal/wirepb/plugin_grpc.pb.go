@@ -30,6 +30,7 @@ const (
 	Feature_CNIAdd_FullMethodName            = "/switchyard.plugin.v1.Feature/CNIAdd"
 	Feature_CNIDel_FullMethodName            = "/switchyard.plugin.v1.Feature/CNIDel"
 	Feature_CNICheck_FullMethodName          = "/switchyard.plugin.v1.Feature/CNICheck"
+	Feature_CNIGC_FullMethodName             = "/switchyard.plugin.v1.Feature/CNIGC"
 	Feature_PodInterfaceEvent_FullMethodName = "/switchyard.plugin.v1.Feature/PodInterfaceEvent"
 	Feature_PacketIn_FullMethodName          = "/switchyard.plugin.v1.Feature/PacketIn"
 	Feature_NodeEvent_FullMethodName         = "/switchyard.plugin.v1.Feature/NodeEvent"
@@ -49,6 +50,7 @@ type FeatureClient interface {
 	CNIAdd(ctx context.Context, in *CNIRequest, opts ...grpc.CallOption) (*CNIAddResponse, error)
 	CNIDel(ctx context.Context, in *CNIRequest, opts ...grpc.CallOption) (*Empty, error)
 	CNICheck(ctx context.Context, in *CNIRequest, opts ...grpc.CallOption) (*Empty, error)
+	CNIGC(ctx context.Context, in *CNIGCRequest, opts ...grpc.CallOption) (*CNIGCResponse, error)
 	PodInterfaceEvent(ctx context.Context, in *PodInterfaceEventRequest, opts ...grpc.CallOption) (*Empty, error)
 	PacketIn(ctx context.Context, in *PacketInRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeEvent(ctx context.Context, in *NodeEventRequest, opts ...grpc.CallOption) (*Empty, error)
@@ -124,6 +126,16 @@ func (c *featureClient) CNICheck(ctx context.Context, in *CNIRequest, opts ...gr
 	return out, nil
 }
 
+func (c *featureClient) CNIGC(ctx context.Context, in *CNIGCRequest, opts ...grpc.CallOption) (*CNIGCResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CNIGCResponse)
+	err := c.cc.Invoke(ctx, Feature_CNIGC_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *featureClient) PodInterfaceEvent(ctx context.Context, in *PodInterfaceEventRequest, opts ...grpc.CallOption) (*Empty, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Empty)
@@ -186,6 +198,7 @@ type FeatureServer interface {
 	CNIAdd(context.Context, *CNIRequest) (*CNIAddResponse, error)
 	CNIDel(context.Context, *CNIRequest) (*Empty, error)
 	CNICheck(context.Context, *CNIRequest) (*Empty, error)
+	CNIGC(context.Context, *CNIGCRequest) (*CNIGCResponse, error)
 	PodInterfaceEvent(context.Context, *PodInterfaceEventRequest) (*Empty, error)
 	PacketIn(context.Context, *PacketInRequest) (*Empty, error)
 	NodeEvent(context.Context, *NodeEventRequest) (*Empty, error)
@@ -218,6 +231,9 @@ func (UnimplementedFeatureServer) CNIDel(context.Context, *CNIRequest) (*Empty, 
 }
 func (UnimplementedFeatureServer) CNICheck(context.Context, *CNIRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method CNICheck not implemented")
+}
+func (UnimplementedFeatureServer) CNIGC(context.Context, *CNIGCRequest) (*CNIGCResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CNIGC not implemented")
 }
 func (UnimplementedFeatureServer) PodInterfaceEvent(context.Context, *PodInterfaceEventRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method PodInterfaceEvent not implemented")
@@ -363,6 +379,24 @@ func _Feature_CNICheck_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Feature_CNIGC_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CNIGCRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FeatureServer).CNIGC(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Feature_CNIGC_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FeatureServer).CNIGC(ctx, req.(*CNIGCRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Feature_PodInterfaceEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PodInterfaceEventRequest)
 	if err := dec(in); err != nil {
@@ -483,6 +517,10 @@ var Feature_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CNICheck",
 			Handler:    _Feature_CNICheck_Handler,
+		},
+		{
+			MethodName: "CNIGC",
+			Handler:    _Feature_CNIGC_Handler,
 		},
 		{
 			MethodName: "PodInterfaceEvent",
