@@ -1,0 +1,179 @@
+package flows
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	apiv1 "switchyard.dev/switchyard/controller/api/v1"
+	"switchyard.dev/switchyard/controller/client"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+func ip(s string) []byte { return netip.MustParseAddr(s).AsSlice() }
+
+func member(ns, name, addr string, ports ...*apiv1.NamedPort) *apiv1.Member {
+	return &apiv1.Member{Namespace: ns, Name: name, Node: "node-1", Ips: [][]byte{ip(addr)}, Ports: ports}
+}
+
+func group(id uint32, ms ...*apiv1.Member) *client.Group {
+	g := &client.Group{ID: id, Members: map[client.MemberKey]*apiv1.Member{}}
+	for _, m := range ms {
+		g.Members[client.KeyOf(m)] = m
+	}
+	return g
+}
+
+var node = Node{Trusted: []netip.Addr{netip.MustParseAddr("10.244.1.1")}, CTZone: 7}
+
+// state builds a span from policies and groups.
+func state(ps []*apiv1.Policy, atgs, ags []*client.Group) *client.State {
+	s := client.NewState()
+	for _, p := range ps {
+		s.Policies[p.Uid] = p
+	}
+	for _, g := range atgs {
+		s.AppliedToGroups[g.ID] = g
+	}
+	for _, g := range ags {
+		s.AddressGroups[g.ID] = g
+	}
+	return s
+}
+
+func strs(fs []flow.Flow) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+// spanFlows are the flows of a result without the static ones.
+func spanFlows(r Result) []string {
+	static := map[string]bool{}
+	for _, s := range strs(Compute(client.NewState(), node).Flows) {
+		static[s] = true
+	}
+	var out []string
+	for _, s := range strs(r.Flows) {
+		if !static[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func validate(t *testing.T, r Result) {
+	t.Helper()
+	keys := map[flow.Key]bool{}
+	for _, f := range r.Flows {
+		if err := f.Validate(); err != nil {
+			t.Errorf("invalid flow %s: %v", f.String(), err)
+		}
+		if keys[f.Key()] {
+			t.Errorf("two flows share key %s", f.Key())
+		}
+		keys[f.Key()] = true
+	}
+}
+
+func k8s(uid string, in, eg bool, atg []uint32, rules ...*apiv1.Rule) *apiv1.Policy {
+	return &apiv1.Policy{Uid: uid, SourceKind: SourceKubernetes, Namespace: "x", Name: uid, TierPriority: 251,
+		IsolateIngress: in, IsolateEgress: eg, AppliedToGroups: atg, Rules: rules}
+}
+
+func TestStaticFlows(t *testing.T) {
+	r := Compute(client.NewState(), node)
+	validate(t, r)
+	want := []string{
+		"table=netpol.ct_state, priority=100, ip actions=ct(table=@next,zone=7)",
+		"table=netpol.ct_state, priority=100, ipv6 actions=ct(table=@next,zone=7)",
+		"table=netpol.egress_native, priority=65000, ct_state=+est+rpl+trk,ip actions=goto_table:@stage:Routing",
+		"table=netpol.egress_native, priority=65000, ct_state=+est+rpl+trk,ipv6 actions=goto_table:@stage:Routing",
+		"table=netpol.egress_native, priority=65000, ct_state=+rel-inv+trk,ip actions=goto_table:@stage:Routing",
+		"table=netpol.egress_native, priority=65000, ct_state=+rel-inv+trk,ipv6 actions=goto_table:@stage:Routing",
+		"table=netpol.ingress_native, priority=65000, ct_state=+est+rpl+trk,ip actions=goto_table:@stage:Conntrack",
+		"table=netpol.ingress_native, priority=65000, ct_state=+est+rpl+trk,ipv6 actions=goto_table:@stage:Conntrack",
+		"table=netpol.ingress_native, priority=65000, ct_state=+rel-inv+trk,ip actions=goto_table:@stage:Conntrack",
+		"table=netpol.ingress_native, priority=65000, ct_state=+rel-inv+trk,ipv6 actions=goto_table:@stage:Conntrack",
+		"table=netpol.ingress_native, priority=64900, ip,reg:sdk.pkt_source=0x2,nw_src=10.244.1.1 actions=goto_table:@stage:Conntrack",
+		"table=netpol.ct_commit, priority=100, ct_state=+new+trk,ip actions=ct(commit,zone=7),goto_table:@next",
+		"table=netpol.ct_commit, priority=100, ct_state=+new+trk,ipv6 actions=ct(commit,zone=7),goto_table:@next",
+	}
+	if diff := cmp.Diff(want, strs(r.Flows)); diff != "" {
+		t.Errorf("static flows (-want +got):\n%s", diff)
+	}
+}
+
+func TestPortRange(t *testing.T) {
+	for _, tc := range []struct {
+		start, end uint16
+		want       [][2]uint16
+	}{
+		{80, 80, [][2]uint16{{80, 0xffff}}},
+		{80, 81, [][2]uint16{{80, 0xfffe}}},
+		{81, 83, [][2]uint16{{81, 0xffff}, {82, 0xfffe}}},
+		{1000, 1999, nil}, // checked by coverage below
+		{0, 65535, [][2]uint16{{0, 0}}},
+	} {
+		got := PortRange(tc.start, tc.end)
+		if tc.want != nil {
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("PortRange(%d, %d) (-want +got):\n%s", tc.start, tc.end, diff)
+			}
+		}
+		// Every port in the range matches exactly one pair, none outside.
+		for p := 0; p < 65536; p++ {
+			n := 0
+			for _, r := range got {
+				if uint16(p)&r[1] == r[0] {
+					n++
+				}
+			}
+			in := p >= int(tc.start) && p <= int(tc.end)
+			if (in && n != 1) || (!in && n != 0) {
+				t.Fatalf("PortRange(%d, %d): port %d matched %d pairs", tc.start, tc.end, p, n)
+			}
+		}
+	}
+}
+
+func TestIPBlockExcept(t *testing.T) {
+	for _, tc := range []struct {
+		cidr   string
+		except []string
+		want   []string
+	}{
+		{"10.0.0.0/24", nil, []string{"10.0.0.0/24"}},
+		{"10.0.0.0/24", []string{"10.0.0.128/25"}, []string{"10.0.0.0/25"}},
+		{"10.0.0.0/24", []string{"10.0.0.5/32"}, []string{"10.0.0.128/25", "10.0.0.64/26", "10.0.0.32/27", "10.0.0.16/28", "10.0.0.8/29", "10.0.0.0/30", "10.0.0.6/31", "10.0.0.4/32"}},
+		{"10.0.0.0/24", []string{"10.0.0.0/16"}, nil},
+		{"10.0.0.0/24", []string{"10.1.0.0/16"}, []string{"10.0.0.0/24"}},
+		{"0.0.0.0/0", []string{"10.0.0.0/8", "192.168.0.0/16"}, nil},
+	} {
+		var got []string
+		for _, p := range ipBlockPrefixes(&apiv1.IPBlock{Cidr: tc.cidr, Except: tc.except}) {
+			got = append(got, p.String())
+		}
+		if tc.want == nil && tc.cidr == "0.0.0.0/0" {
+			// Check by membership instead of listing 30 prefixes.
+			for _, a := range []string{"10.1.2.3", "192.168.7.7", "11.0.0.1", "8.8.8.8", "192.167.255.255"} {
+				in := false
+				for _, p := range got {
+					in = in || netip.MustParsePrefix(p).Contains(netip.MustParseAddr(a))
+				}
+				want := !strings.HasPrefix(a, "10.") && !strings.HasPrefix(a, "192.168.")
+				if in != want {
+					t.Errorf("0.0.0.0/0 except 10/8, 192.168/16: %s in=%v, want %v", a, in, want)
+				}
+			}
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s except %v (-want +got):\n%s", tc.cidr, tc.except, diff)
+		}
+	}
+}
