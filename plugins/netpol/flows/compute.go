@@ -27,7 +27,14 @@ const (
 	IngressIsolation = "netpol.ingress_isolation"
 	IngressBaseline  = "netpol.ingress_baseline"
 	CTCommit         = "netpol.ct_commit"
+	// RejectResume is where netpol's own reject replies enter the pipeline
+	// (PreRouting), to be routed to the client like any packet.
+	RejectResume = "netpol.reject_resume"
 )
+
+// Bypass marks packets netpol injects itself (reject replies): its
+// security tables let them through.
+var Bypass = flow.Field{Name: "netpol.bypass", Width: 1}
 
 // CTZoneResource is the name of netpol's conntrack zone grant.
 const CTZoneResource = "netpol.zone"
@@ -41,6 +48,7 @@ func Tables() []sdk.Table {
 	}
 	return []sdk.Table{
 		t(CTState, flow.StageConntrackState),
+		t(RejectResume, flow.StagePreRouting),
 		t(EgressNative, flow.StageEgressSecurity),
 		t(EgressRules, flow.StageEgressSecurity, EgressNative),
 		t(EgressIsolation, flow.StageEgressSecurity, EgressRules),
@@ -55,6 +63,7 @@ func Tables() []sdk.Table {
 
 // Priorities.
 const (
+	prioBypass     = 65100 // netpol's own reject replies
 	prioConnState  = 65000 // replies and related packets of tracked connections
 	prioNode       = 64900 // the node's own traffic to its pods
 	prioNativeTop  = 60000 // the first native rule; later ones count down
@@ -756,6 +765,7 @@ func staticFlows(b *builder, n Node) {
 			if d == Ingress {
 				table = IngressNative
 			}
+			b.add(flow.Flow{Table: table, Priority: prioBypass, Match: ip.Field(Bypass, 1), Goto: afterSecurity(d)})
 			reply := flow.CTTracked | flow.CTEstablished | flow.CTReply
 			b.add(flow.Flow{Table: table, Priority: prioConnState, Match: ip.CTState(reply, reply), Goto: afterSecurity(d)})
 			rel := flow.CTTracked | flow.CTRelated

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -91,10 +92,14 @@ func TestStaticFlows(t *testing.T) {
 	want := []string{
 		"table=netpol.ct_state, priority=100, ip actions=ct(table=@next,zone=7)",
 		"table=netpol.ct_state, priority=100, ipv6 actions=ct(table=@next,zone=7)",
+		"table=netpol.egress_native, priority=65100, ip,reg:netpol.bypass=0x1 actions=goto_table:@stage:Routing",
+		"table=netpol.egress_native, priority=65100, ipv6,reg:netpol.bypass=0x1 actions=goto_table:@stage:Routing",
 		"table=netpol.egress_native, priority=65000, ct_state=+est+rpl+trk,ip actions=goto_table:@stage:Routing",
 		"table=netpol.egress_native, priority=65000, ct_state=+est+rpl+trk,ipv6 actions=goto_table:@stage:Routing",
 		"table=netpol.egress_native, priority=65000, ct_state=+rel-inv+trk,ip actions=goto_table:@stage:Routing",
 		"table=netpol.egress_native, priority=65000, ct_state=+rel-inv+trk,ipv6 actions=goto_table:@stage:Routing",
+		"table=netpol.ingress_native, priority=65100, ip,reg:netpol.bypass=0x1 actions=goto_table:@stage:Conntrack",
+		"table=netpol.ingress_native, priority=65100, ipv6,reg:netpol.bypass=0x1 actions=goto_table:@stage:Conntrack",
 		"table=netpol.ingress_native, priority=65000, ct_state=+est+rpl+trk,ip actions=goto_table:@stage:Conntrack",
 		"table=netpol.ingress_native, priority=65000, ct_state=+est+rpl+trk,ipv6 actions=goto_table:@stage:Conntrack",
 		"table=netpol.ingress_native, priority=65000, ct_state=+rel-inv+trk,ip actions=goto_table:@stage:Conntrack",
@@ -176,4 +181,31 @@ func TestIPBlockExcept(t *testing.T) {
 			t.Errorf("%s except %v (-want +got):\n%s", tc.cidr, tc.except, diff)
 		}
 	}
+}
+
+// TestFlowCountBound: one policy with N peers, M local pods and K ports
+// costs about N+M+K flows, never N×M×K.
+func TestFlowCountBound(t *testing.T) {
+	const n, m, k = 500, 50, 5
+	var peers, local []*apiv1.Member
+	for i := range n {
+		peers = append(peers, member("y", fmt.Sprintf("peer-%d", i), fmt.Sprintf("10.245.%d.%d", i/250, i%250+1)))
+	}
+	for i := range m {
+		local = append(local, member("x", fmt.Sprintf("pod-%d", i), fmt.Sprintf("10.244.1.%d", i+2)))
+	}
+	var ports []*apiv1.Port
+	for i := range k {
+		ports = append(ports, &apiv1.Port{Protocol: "TCP", Port: int32(8000 + 10*i)})
+	}
+	s := state([]*apiv1.Policy{k8s("big", true, false, []uint32{1},
+		&apiv1.Rule{Direction: apiv1.Direction_INGRESS, AddressGroups: []uint32{2}, Ports: ports})},
+		[]*client.Group{group(1, local...)}, []*client.Group{group(2, peers...)})
+	r := Compute(s, node)
+	validate(t, r)
+	got := len(r.Flows) - len(Compute(client.NewState(), node).Flows)
+	if bound := 1.2 * (n + m + k); float64(got) > bound {
+		t.Errorf("%d flows for N=%d, M=%d, K=%d; want at most %.0f", got, n, m, k, bound)
+	}
+	t.Logf("N=%d M=%d K=%d: %d flows (N+M+K = %d)", n, m, k, got, n+m+k)
 }

@@ -18,8 +18,8 @@ var (
 	tcp80 = &apiv1.Port{Protocol: "TCP", Port: 80}
 )
 
-func ingress(r apiv1.Rule) *apiv1.Rule { r.Direction = apiv1.Direction_INGRESS; return &r }
-func egress(r apiv1.Rule) *apiv1.Rule  { r.Direction = apiv1.Direction_EGRESS; return &r }
+func ingress(r *apiv1.Rule) *apiv1.Rule { r.Direction = apiv1.Direction_INGRESS; return r }
+func egress(r *apiv1.Rule) *apiv1.Rule  { r.Direction = apiv1.Direction_EGRESS; return r }
 
 func native(uid string, tier, prio int32, atg []uint32, rules ...*apiv1.Rule) *apiv1.Policy {
 	return &apiv1.Policy{Uid: uid, SourceKind: "ClusterNetworkPolicy", Name: uid, TierPriority: tier, Priority: prio,
@@ -43,7 +43,7 @@ var goldenCases = []struct {
 	{
 		name: "ingress from peers on TCP 80: N+M+K+1 flows",
 		s: state([]*apiv1.Policy{k8s("p1", true, false, []uint32{1},
-			ingress(apiv1.Rule{AddressGroups: []uint32{2}, Ports: []*apiv1.Port{tcp80}}))},
+			ingress(&apiv1.Rule{AddressGroups: []uint32{2}, Ports: []*apiv1.Port{tcp80}}))},
 			[]*client.Group{group(1, podA)}, []*client.Group{group(2, podB, podYB)}),
 		want: []string{
 			"table=netpol.ingress_rules, priority=200, conj_id=502961574 actions=goto_table:@stage:Conntrack",
@@ -57,9 +57,9 @@ var goldenCases = []struct {
 	{
 		name: "egress to an ipBlock with except on a UDP range, any-port rule as plain flows",
 		s: state([]*apiv1.Policy{k8s("p2", false, true, []uint32{1},
-			egress(apiv1.Rule{IpBlocks: []*apiv1.IPBlock{{Cidr: "10.244.0.0/16", Except: []string{"10.244.0.0/17"}}},
+			egress(&apiv1.Rule{IpBlocks: []*apiv1.IPBlock{{Cidr: "10.244.0.0/16", Except: []string{"10.244.0.0/17"}}},
 				Ports: []*apiv1.Port{{Protocol: "UDP", Port: 81, EndPort: 83}}}),
-			egress(apiv1.Rule{AnyPeer: true, Ports: []*apiv1.Port{{Protocol: "SCTP"}}}))},
+			egress(&apiv1.Rule{AnyPeer: true, Ports: []*apiv1.Port{{Protocol: "SCTP"}}}))},
 			[]*client.Group{group(1, podA)}, nil),
 		want: []string{
 			"table=netpol.egress_rules, priority=200, conj_id=202267644 actions=goto_table:@stage:Routing",
@@ -74,7 +74,7 @@ var goldenCases = []struct {
 	},
 	{
 		name: "ingress any peer any port: plain flows",
-		s: state([]*apiv1.Policy{k8s("all", true, false, []uint32{1}, ingress(apiv1.Rule{AnyPeer: true}))},
+		s: state([]*apiv1.Policy{k8s("all", true, false, []uint32{1}, ingress(&apiv1.Rule{AnyPeer: true}))},
 			[]*client.Group{group(1, podA)}, nil),
 		want: []string{
 			"table=netpol.ingress_rules, priority=210, ip,nw_dst=10.244.1.5 actions=goto_table:@stage:Conntrack",
@@ -84,7 +84,7 @@ var goldenCases = []struct {
 	{
 		name: "named port resolved per destination pod",
 		s: state([]*apiv1.Policy{k8s("named", true, false, []uint32{1},
-			ingress(apiv1.Rule{AnyPeer: true, Ports: []*apiv1.Port{{Protocol: "TCP", Name: "serve-80-tcp"}}}))},
+			ingress(&apiv1.Rule{AnyPeer: true, Ports: []*apiv1.Port{{Protocol: "TCP", Name: "serve-80-tcp"}}}))},
 			[]*client.Group{group(1, podA, podB)}, nil),
 		want: []string{
 			"table=netpol.ingress_rules, priority=200, conj_id=2920077389 actions=goto_table:@stage:Conntrack",
@@ -100,12 +100,12 @@ var goldenCases = []struct {
 	{
 		name: "native tiers: drop above allow, pass, reject with logging, baseline",
 		s: state([]*apiv1.Policy{
-			native("app", 250, 5, []uint32{1}, ingress(apiv1.Rule{Action: apiv1.Action_ALLOW, AnyPeer: true})),
+			native("app", 250, 5, []uint32{1}, ingress(&apiv1.Rule{Action: apiv1.Action_ALLOW, AnyPeer: true})),
 			native("sec", 100, 1, []uint32{1},
-				ingress(apiv1.Rule{Action: apiv1.Action_DROP, AddressGroups: []uint32{2}, Priority: 0}),
-				ingress(apiv1.Rule{Action: apiv1.Action_PASS, AnyPeer: true, Ports: []*apiv1.Port{tcp80}, Priority: 1}),
-				ingress(apiv1.Rule{Action: apiv1.Action_REJECT, AnyPeer: true, Logging: true, Ports: []*apiv1.Port{{Protocol: "UDP", Port: 81}}, Priority: 2})),
-			native("base", 253, 1, []uint32{1}, ingress(apiv1.Rule{Action: apiv1.Action_DROP, AnyPeer: true})),
+				ingress(&apiv1.Rule{Action: apiv1.Action_DROP, AddressGroups: []uint32{2}, Priority: 0}),
+				ingress(&apiv1.Rule{Action: apiv1.Action_PASS, AnyPeer: true, Ports: []*apiv1.Port{tcp80}, Priority: 1}),
+				ingress(&apiv1.Rule{Action: apiv1.Action_REJECT, AnyPeer: true, Logging: true, Ports: []*apiv1.Port{{Protocol: "UDP", Port: 81}}, Priority: 2})),
+			native("base", 253, 1, []uint32{1}, ingress(&apiv1.Rule{Action: apiv1.Action_DROP, AnyPeer: true})),
 		}, []*client.Group{group(1, podA)}, []*client.Group{group(2, podYB)}),
 		want: []string{
 			"table=netpol.ingress_native, priority=60000, conj_id=2803129117 actions=drop",
