@@ -218,8 +218,8 @@ func match(pat, name string) bool {
 }
 
 // String renders the table as the probe matrix does.
-func (r *Reachability) String(title string) string {
-	m := &probe.Matrix{Proto: probe.Protocol(title), From: r.Names, To: r.Names, Reachable: r.Expected}
+func (r *Reachability) String(proto probe.Protocol, port int) string {
+	m := &probe.Matrix{Proto: proto, Port: port, From: r.Names, To: r.Names, Reachable: r.Expected}
 	return m.String()
 }
 
@@ -237,12 +237,30 @@ func (e *Env) Check(t testenv.T, what string, proto probe.Protocol, port int, wa
 			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s/%d connectivity differs after %s\nexpected:\n%s\nactual (got!want):\n%s", what, proto, port, wait,
-				want.String(fmt.Sprintf("%s", proto)), diff)
+			t.Fatalf("%s: %s/%d connectivity differs after %s\nexpected:\n%s\nactual (got!want):\n%s\n%s", what, proto, port, wait,
+				want.String(proto, port), diff, e.agentLogs(20))
 			return false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// agentLogs is the last lines of every agent's log that are about netpol
+// or are warnings and errors.
+func (e *Env) agentLogs(lines int) string {
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(e.Agents)) {
+		a := e.Agents[n]
+		var keep []string
+		for _, l := range strings.Split(a.Log(), "\n") {
+			if strings.Contains(l, "netpol") || strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+				keep = append(keep, l)
+			}
+		}
+		keep = keep[max(0, len(keep)-lines):]
+		fmt.Fprintf(&b, "--- agent log of %s (%s), netpol, warnings and errors:\n%s\n", n, a.Process.LogPath, strings.Join(keep, "\n"))
+	}
+	return b.String()
 }
 
 // Apply creates or updates a NetworkPolicy.

@@ -30,7 +30,25 @@ const (
 	// RejectResume is where netpol's own reject replies enter the pipeline
 	// (PreRouting), to be routed to the client like any packet.
 	RejectResume = "netpol.reject_resume"
+	// SCTPReplies holds the learned flows that let replies of allowed SCTP
+	// associations pass (see staticFlows).
+	SCTPReplies = "netpol.sctp_replies"
 )
+
+// podnetOutput is the table every forwarded packet leaves the pipeline
+// from (podnet's).
+const podnetOutput = "podnet.output"
+
+// sctpReplyIdle is how long (seconds) an idle SCTP association's replies
+// keep passing.
+const sctpReplyIdle = 60
+
+func ethType(v flow.IPVersion) uint16 {
+	if v == flow.V6 {
+		return flow.EthTypeIPv6
+	}
+	return flow.EthTypeIPv4
+}
 
 // Bypass marks packets netpol injects itself (reject replies): its
 // security tables let them through.
@@ -49,6 +67,9 @@ func Tables() []sdk.Table {
 	return []sdk.Table{
 		t(CTState, flow.StageConntrackState),
 		t(RejectResume, flow.StagePreRouting),
+		// Only ever resubmitted to, never walked into: it sits after the
+		// output table, which every packet leaves the pipeline from.
+		{Name: SCTPReplies, Pipeline: flow.PipelineIP, Stage: flow.StageOutput, Miss: sdk.MissDrop, After: []string{podnetOutput}},
 		t(EgressNative, flow.StageEgressSecurity),
 		t(EgressRules, flow.StageEgressSecurity, EgressNative),
 		t(EgressIsolation, flow.StageEgressSecurity, EgressRules),
@@ -758,6 +779,30 @@ func staticFlows(b *builder, n Node) {
 		ip := flow.Match{}.IP(v)
 		b.add(flow.Flow{Table: CTState, Priority: prioStatic, Match: ip,
 			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: n.CTZone, Resume: flow.NextTable()})}})
+		// The userspace datapath's conntrack keys SCTP by addresses alone,
+		// so two SCTP associations between the same pods in opposite
+		// directions would pass for each other's replies. SCTP is left
+		// untracked; an allowed SCTP packet instead learns the flow that
+		// lets its replies pass (below), keyed by addresses and ports.
+		sctp := ip.IPProto(flow.ProtoSCTP)
+		b.add(flow.Flow{Table: CTState, Priority: prioStatic + 10, Match: sctp, Goto: flow.NextTable()})
+		b.add(flow.Flow{Table: RejectResume, Priority: prioStatic, Match: sctp,
+			Actions: []flow.Action{flow.Resubmit(flow.GotoTable(SCTPReplies))}, Goto: flow.NextTable()})
+		src, dst := flow.MatchIPv4Src, flow.MatchIPv4Dst
+		if v == flow.V6 {
+			src, dst = flow.MatchIPv6Src, flow.MatchIPv6Dst
+		}
+		b.add(flow.Flow{Table: CTCommit, Priority: prioStatic, Match: sctp.Field(Bypass, 0),
+			Actions: []flow.Action{flow.Learn(flow.ActLearn{Table: SCTPReplies, Priority: prioStatic, IdleTimeout: sctpReplyIdle,
+				Specs: []flow.LearnSpec{
+					flow.LearnMatchValue(flow.Header(flow.MatchEthType), uint64(ethType(v))),
+					flow.LearnMatchValue(flow.Header(flow.MatchIPProto), uint64(flow.ProtoSCTP)),
+					flow.LearnMatchFrom(flow.Header(src), flow.Header(dst)),
+					flow.LearnMatchFrom(flow.Header(dst), flow.Header(src)),
+					flow.LearnMatchFrom(flow.Header(flow.MatchSCTPSrc), flow.Header(flow.MatchSCTPDst)),
+					flow.LearnMatchFrom(flow.Header(flow.MatchSCTPDst), flow.Header(flow.MatchSCTPSrc)),
+					flow.LearnLoadValue(1, flow.Reg(Bypass)),
+				}})}, Goto: flow.NextTable()})
 		b.add(flow.Flow{Table: CTCommit, Priority: prioStatic, Match: ip.CTState(flow.CTNew|flow.CTTracked, flow.CTNew|flow.CTTracked),
 			Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: n.CTZone})}, Goto: flow.NextTable()})
 		for _, d := range []Direction{Egress, Ingress} {

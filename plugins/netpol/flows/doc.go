@@ -8,7 +8,9 @@
 //
 // The path of an IP packet through netpol's tables (stage order):
 //
-//	ConntrackState   netpol.ct_state          ct(zone=Z) and recirculate
+//	ConntrackState   netpol.ct_state          ct(zone=Z) and recirculate (not SCTP)
+//	PreRouting       netpol.reject_resume     where reject replies enter; SCTP looks up
+//	                                          netpol.sctp_replies (learned, see below)
 //	EgressSecurity   netpol.egress_native     replies of tracked connections pass;
 //	                                          native tiers before the Kubernetes one
 //	                                          (Allow skips the rest of egress, Drop
@@ -49,6 +51,11 @@
 // end; the Kubernetes API says nothing, and we chose the behaviour that
 // makes a deny take effect at once. The cost is a lookup per packet, which
 // the datapath's flow cache absorbs.
+//
+// SCTP: the userspace datapath's conntrack keys SCTP by addresses alone,
+// so SCTP is not tracked; an allowed SCTP packet learns a flow (idle
+// timeout 60 s) that lets the packets of the opposite direction, with
+// addresses and ports swapped, pass as replies.
 //
 // Where to start: Compute (compute.go). To add a table: declare it in
 // Tables in stage order, give its flows in Compute, extend the golden

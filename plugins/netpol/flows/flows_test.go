@@ -1,8 +1,11 @@
 package flows
 
 import (
+	"flag"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,31 +89,34 @@ func k8s(uid string, in, eg bool, atg []uint32, rules ...*apiv1.Rule) *apiv1.Pol
 		IsolateIngress: in, IsolateEgress: eg, AppliedToGroups: atg, Rules: rules}
 }
 
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the computed flows")
+
+// golden compares lines with testdata/name.golden (rewritten with -update).
+func golden(t *testing.T, name string, got []string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	text := strings.Join(got, "\n") + "\n"
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(strings.Split(strings.TrimSuffix(string(want), "\n"), "\n"), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
 func TestStaticFlows(t *testing.T) {
 	r := Compute(client.NewState(), node)
 	validate(t, r)
-	want := []string{
-		"table=netpol.ct_state, priority=100, ip actions=ct(table=@next,zone=7)",
-		"table=netpol.ct_state, priority=100, ipv6 actions=ct(table=@next,zone=7)",
-		"table=netpol.egress_native, priority=65100, ip,reg:netpol.bypass=0x1 actions=goto_table:@stage:Routing",
-		"table=netpol.egress_native, priority=65100, ipv6,reg:netpol.bypass=0x1 actions=goto_table:@stage:Routing",
-		"table=netpol.egress_native, priority=65000, ct_state=+est+rpl+trk,ip actions=goto_table:@stage:Routing",
-		"table=netpol.egress_native, priority=65000, ct_state=+est+rpl+trk,ipv6 actions=goto_table:@stage:Routing",
-		"table=netpol.egress_native, priority=65000, ct_state=+rel-inv+trk,ip actions=goto_table:@stage:Routing",
-		"table=netpol.egress_native, priority=65000, ct_state=+rel-inv+trk,ipv6 actions=goto_table:@stage:Routing",
-		"table=netpol.ingress_native, priority=65100, ip,reg:netpol.bypass=0x1 actions=goto_table:@stage:Conntrack",
-		"table=netpol.ingress_native, priority=65100, ipv6,reg:netpol.bypass=0x1 actions=goto_table:@stage:Conntrack",
-		"table=netpol.ingress_native, priority=65000, ct_state=+est+rpl+trk,ip actions=goto_table:@stage:Conntrack",
-		"table=netpol.ingress_native, priority=65000, ct_state=+est+rpl+trk,ipv6 actions=goto_table:@stage:Conntrack",
-		"table=netpol.ingress_native, priority=65000, ct_state=+rel-inv+trk,ip actions=goto_table:@stage:Conntrack",
-		"table=netpol.ingress_native, priority=65000, ct_state=+rel-inv+trk,ipv6 actions=goto_table:@stage:Conntrack",
-		"table=netpol.ingress_native, priority=64900, ip,reg:sdk.pkt_source=0x2,nw_src=10.244.1.1 actions=goto_table:@stage:Conntrack",
-		"table=netpol.ct_commit, priority=100, ct_state=+new+trk,ip actions=ct(commit,zone=7),goto_table:@next",
-		"table=netpol.ct_commit, priority=100, ct_state=+new+trk,ipv6 actions=ct(commit,zone=7),goto_table:@next",
-	}
-	if diff := cmp.Diff(want, strs(r.Flows)); diff != "" {
-		t.Errorf("static flows (-want +got):\n%s", diff)
-	}
+	golden(t, "static", strs(r.Flows))
 }
 
 func TestPortRange(t *testing.T) {
