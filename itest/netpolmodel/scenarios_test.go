@@ -80,7 +80,9 @@ var scenarios = []scenario{
 	{name: "default-deny-egress", policies: pols(Types(Policy("x", "deny", nil), false, true)),
 		checks: []check{{probe.TCP, 80, denyFrom("x/*")}, {probe.UDP, 80, denyFrom("x/*")}}},
 	{name: "default-deny-both", policies: pols(Types(Policy("x", "deny", nil), true, true)),
-		checks: tcp80(func(e *Env) *Reachability { return e.NewReachability(true).Set("x/*", "*", false).Set("*", "x/*", false) })},
+		checks: tcp80(func(e *Env) *Reachability {
+			return e.NewReachability(true).Set("x/*", "*", false).Set("*", "x/*", false)
+		})},
 	{name: "allow-all-ingress", policies: pols(In(Policy("x", "all", nil), nil)), checks: tcp80(allow)},
 	{name: "deny-all-and-allow-all-add-up", policies: pols(Types(Policy("x", "deny", nil), true, false), In(Policy("x", "all", nil), nil)),
 		checks: tcp80(allow)},
@@ -171,7 +173,7 @@ var scenarios = []scenario{
 		}, checks: tcp80(denyInto("x/a", "z/*", "x/a"))}}},
 	{name: "policy-delete", policies: pols(Types(Policy("x", "deny", nil), true, false)),
 		checks: tcp80(denyInto("x/*")),
-		then: []step{{what: "delete", do: func(t *testing.T, e *Env) { e.DeleteAllPolicies(t) }, checks: tcp80(allow)}}},
+		then:   []step{{what: "delete", do: func(t *testing.T, e *Env) { e.DeleteAllPolicies(t) }, checks: tcp80(allow)}}},
 	{name: "pod-label-change", policies: pols(In(Policy("x", "from-b", Labels("pod", "a")), Peers(PodPeer(Labels("pod", "b"))))),
 		checks: tcp80(denyInto("x/a", "x/b", "x/a")),
 		then: []step{{what: "x/c labelled pod=b", do: func(t *testing.T, e *Env) { e.LabelPod(t, "x/c", map[string]string{"pod": "b"}) },
@@ -196,7 +198,6 @@ var scenarios = []scenario{
 	{name: "ingress-empty-from-with-port", policies: pols(In(Policy("x", "p81", nil), nil, Port(tcp, 81))),
 		checks: []check{{probe.TCP, 81, allow}, {probe.TCP, 80, denyInto("x/*")}}},
 }
-
 
 // modelLabels restores the pods' and namespaces' labels after a scenario.
 func restore(t *testing.T, e *Env) {
