@@ -11,9 +11,11 @@ import (
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/host/underlay"
 )
 
-// Connect opens OVSDB, makes sure the bridge is set up, and connects to the
+// Connect opens OVSDB, makes sure the bridge is set up (and the underlay
+// bridge, if the config names one), and connects to the
 // bridge's OpenFlow management socket (waiting for ovs-vswitchd to create
 // it after a fresh bridge). The caller closes both.
 func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openflow.Conn, *ovsdb.Client, error) {
@@ -39,6 +41,14 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 	if err := db.EnsureBridge(ctx, cfg.Bridge.DatapathType); err != nil {
 		db.Close()
 		return nil, nil, err
+	}
+	if u := cfg.Underlay; u.Bridge != "" {
+		err := underlay.Setup(ctx, db, underlay.Spec{Bridge: u.Bridge, Uplink: u.Interface, DatapathType: cfg.Bridge.DatapathType},
+			log.With("component", "underlay"))
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
 	}
 	for {
 		sw, err := openflow.Dial(ctx, "unix", cfg.MgmtSocket(), switchOptions(log, true))

@@ -11,6 +11,10 @@
 //
 // The API also serves /readyz and /livez.
 //
+// With underlay in its config the agent, when it connects, also makes the
+// netdev bridge that holds the node IP (host/underlay), which an overlay
+// plugin's tunnel port needs on the userspace datapath.
+//
 // The agent joins the cluster through host/kube (cluster.go): its own Node
 // becomes the node facts plugins get, every other Node a node event, both
 // fanned out to the subscribed plugins from one informer (node.go); plugins

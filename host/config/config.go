@@ -19,7 +19,10 @@ import (
 type Config struct {
 	NodeName string `mapstructure:"nodeName"`
 	Bridge   Bridge `mapstructure:"bridge"`
-	OVS      OVS    `mapstructure:"ovs"`
+	// Underlay moves the node IP onto an OVS bridge, as tunnels on the
+	// userspace datapath need; empty leaves the node's interfaces alone.
+	Underlay Underlay `mapstructure:"underlay"`
+	OVS      OVS      `mapstructure:"ovs"`
 	// RunDir holds the agent's state file (table layout, cookie prefixes).
 	RunDir string `mapstructure:"runDir"`
 	// SocketDir holds the agent's local API socket (agent.sock).
@@ -81,6 +84,17 @@ type Bridge struct {
 	// Geneve), so that an overlay keeps working; true forces it, for nodes
 	// without an overlay. The agent resolves auto when it connects.
 	UserspaceTSO string `mapstructure:"userspaceTSO"`
+}
+
+// Underlay is the netdev bridge holding the node IP (see host/underlay).
+// On the userspace datapath an overlay plugin's tunnel port works only
+// when the node IP lives on such a bridge.
+type Underlay struct {
+	// Bridge is the bridge's name (e.g. br-phy); empty: no underlay bridge.
+	Bridge string `mapstructure:"bridge"`
+	// Interface is the uplink holding the node IP today (e.g. eth0); it
+	// becomes the bridge's port and its addresses move to the bridge.
+	Interface string `mapstructure:"interface"`
 }
 
 // OVS says where Open vSwitch listens.
@@ -149,6 +163,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("bridge.name", "br-int")
 	v.SetDefault("bridge.datapathType", DatapathAuto)
 	v.SetDefault("bridge.userspaceTSO", "auto")
+	v.SetDefault("underlay.bridge", "")
+	v.SetDefault("underlay.interface", "")
 	v.SetDefault("ovs.dbSocket", "unix:/var/run/openvswitch/db.sock")
 	v.SetDefault("ovs.runDir", "/var/run/openvswitch")
 	v.SetDefault("runDir", "/var/run/switchyard")
@@ -291,6 +307,20 @@ func (c *Config) Validate() error {
 	case "", "auto", "true", "false":
 	default:
 		bad("bridge.userspaceTSO", "%q must be auto, true or false", c.Bridge.UserspaceTSO)
+	}
+	if u := c.Underlay; u.Bridge != "" || u.Interface != "" {
+		switch {
+		case u.Bridge == "" || u.Interface == "":
+			bad("underlay", "bridge %q and interface %q must both be set (e.g. bridge: br-phy, interface: eth0), or neither", u.Bridge, u.Interface)
+		case len(u.Bridge) > 15:
+			bad("underlay.bridge", "%q must be 1-15 characters (a Linux interface name)", u.Bridge)
+		case u.Bridge == c.Bridge.Name:
+			bad("underlay.bridge", "%q is the integration bridge; name another one (e.g. br-phy)", u.Bridge)
+		case u.Interface == u.Bridge:
+			bad("underlay.interface", "%q is the underlay bridge itself; name the uplink that holds the node IP (e.g. eth0)", u.Interface)
+		case c.Bridge.DatapathType != DatapathNetdev:
+			bad("underlay.bridge", "only the netdev (userspace) datapath needs an underlay bridge; the %s datapath tunnels through the kernel, leave underlay empty", c.Bridge.DatapathType)
+		}
 	}
 	if !strings.HasPrefix(c.OVS.DBSocket, "unix:") && !strings.HasPrefix(c.OVS.DBSocket, "tcp:") {
 		bad("ovs.dbSocket", "%q must start with unix: or tcp:", c.OVS.DBSocket)

@@ -137,3 +137,34 @@ func TestNodeNameFromDownwardAPI(t *testing.T) {
 		})
 	}
 }
+
+// The underlay bridge is all or nothing, never br-int, and only for the
+// userspace datapath.
+func TestUnderlayValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"ok", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: eth0}", ""},
+		{"half", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy}", `underlay: bridge "br-phy" and interface "" must both be set`},
+		{"br-int", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-int, interface: eth0}", `underlay.bridge: "br-int" is the integration bridge`},
+		{"self", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: br-phy}", `underlay.interface: "br-phy" is the underlay bridge itself`},
+		{"system", "bridge: {datapathType: system}\nunderlay: {bridge: br-phy, interface: eth0}", "underlay.bridge: only the netdev (userspace) datapath needs an underlay bridge"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "agent.yaml", "nodeName: n1\n"+tc.yaml+"\n", 0o644)
+			c, err := Load(path, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid underlay refused: %v", err)
+				}
+				if c.Underlay.Bridge != "br-phy" || c.Underlay.Interface != "eth0" {
+					t.Fatalf("underlay = %+v, want br-phy/eth0", c.Underlay)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -12,6 +12,8 @@
 //	                                                # exists, else netdev (userspace)
 //	bridge: {userspaceTSO: auto}                    # netdev only: OVS userspace-tso-enable
 //	                                                # (auto: on from OVS 3.3, which tunnels it)
+//	underlay: {bridge: br-phy, interface: eth0}     # netdev only, for tunnels: the node IP moves
+//	                                                # from eth0 onto br-phy (host/underlay)
 //	ovs:
 //	  dbSocket: unix:/var/run/openvswitch/db.sock
 //	  runDir: /var/run/openvswitch                  # holds br-int.mgmt

@@ -41,6 +41,7 @@ type Cluster struct {
 	Fabric string // namespace holding the underlay bridge
 	Nodes  []*Node
 	client kubernetes.Interface
+	opts   Options
 
 	mu   sync.Mutex
 	pods map[string]*Pod
@@ -78,7 +79,7 @@ func Start(t testenv.T, opts Options) *Cluster {
 	if opts.Nodes > 200 {
 		t.Fatalf("cluster.Start: %d nodes requested; the underlay %s holds at most 200", opts.Nodes, UnderlayCIDR)
 	}
-	c := &Cluster{client: opts.Client, pods: map[string]*Pod{}}
+	c := &Cluster{client: opts.Client, opts: opts, pods: map[string]*Pod{}}
 	c.Fabric = netns.Create(t, testenv.Name("fab"))
 	run(t, "ip", "-n", c.Fabric, "link", "add", "fabric", "type", "bridge")
 	run(t, "ip", "-n", c.Fabric, "link", "set", "fabric", "up")
@@ -93,6 +94,47 @@ func Start(t testenv.T, opts Options) *Cluster {
 		}
 	}
 	return c
+}
+
+// AddNode adds one more node at runtime (the next index), with its Node
+// object and, if the cluster has StartAgent, its agent: a node joining a
+// running cluster.
+func (c *Cluster) AddNode(t testenv.T) *Node {
+	t.Helper()
+	n := c.addNode(t, len(c.Nodes)+1, c.opts)
+	c.mu.Lock()
+	c.Nodes = append(c.Nodes, n)
+	c.mu.Unlock()
+	if c.opts.StartAgent != nil {
+		c.opts.StartAgent(t, n)
+	}
+	return n
+}
+
+// AddExternal creates a host on the underlay that is not a node: a
+// namespace on the fabric holding 198.18.0.<host>/24 (pick host above the
+// node indexes, below 255). It is removed on cleanup.
+func (c *Cluster) AddExternal(t testenv.T, host int) (ns string, ip net.IP) {
+	t.Helper()
+	ip = net.IPv4(198, 18, 0, byte(host)).To4()
+	ns = netns.Create(t, testenv.Name(fmt.Sprintf("ext%d", host)))
+	port := fmt.Sprintf("x%d", host)
+	run(t, "ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", c.Fabric)
+	run(t, "ip", "-n", c.Fabric, "link", "set", port, "master", "fabric", "up")
+	run(t, "ip", "-n", ns, "addr", "add", ip.String()+"/24", "dev", "eth0")
+	run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+	return ns, ip
+}
+
+// DeleteNodeObject deletes the node's Node object, as `kubectl delete
+// node` would; its namespace and processes stay until cleanup.
+func (c *Cluster) DeleteNodeObject(t testenv.T, n *Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting Node %s: %v", n.Name, err)
+	}
 }
 
 func (c *Cluster) addNode(t testenv.T, i int, opts Options) *Node {

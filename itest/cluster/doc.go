@@ -6,5 +6,8 @@
 // through libcni, with the harness doing kubelet's part.
 //
 // Start is the entry point; Options.StartAgent is the hook that starts the
-// node agent once the node exists.
+// node agent once the node exists. AddNode adds a node to a running cluster
+// (and DeleteNodeObject deletes its Node), AddExternal a host on the
+// underlay that is not a node. The node IP starts on the node's eth0; an
+// agent configured with an underlay bridge moves it onto br-phy.
 package cluster

@@ -11,5 +11,7 @@
 // kubeconfig naming the apiserver as forwarded into the node. Its config
 // then has no pod CIDRs or node IPs: it learns them from its Node. Without
 // one (suites that run no apiserver) the node's pod CIDRs and IP are
-// written into the config as explicit overrides.
+// written into the config as explicit overrides. With the tunnel plugin
+// enabled the config also names the underlay bridge (br-phy over eth0), so
+// the agent moves the node IP there, as a userspace tunnel needs.
 package nodeagent

@@ -132,6 +132,11 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 	fmt.Fprintf(&b, "ovs:\n  dbSocket: %s\n  runDir: %s\n", n.OVS.DBSock, n.OVS.Dir)
 	fmt.Fprintf(&b, "runDir: %s\nsocketDir: %s\n", filepath.Join(a.Dir, "run"), filepath.Join(a.Dir, "sock"))
 	fmt.Fprintf(&b, "logLevel: %s\n", o.LogLevel)
+	if slices.Contains(o.Enabled, "tunnel") {
+		// A userspace tunnel needs the node IP on a netdev bridge: the
+		// agent moves it from eth0 to br-phy (host/underlay).
+		fmt.Fprintf(&b, "underlay:\n  bridge: br-phy\n  interface: eth0\n")
+	}
 	if o.ControlPlane != nil {
 		sa := o.ServiceAccount
 		if sa == "" {

@@ -19,14 +19,15 @@ const (
 	Output     = "podnet.output"
 )
 
-// Tables declares podnet's tables. The classifier and l2_forward are
-// exported so an overlay plugin can classify its tunnel port and send to
-// remote MACs; the guards are private, so nobody can punch a hole in them.
+// Tables declares podnet's tables. The classifier, arp_forward and
+// l2_forward are exported so an overlay plugin can classify its tunnel
+// port, answer ARP for remote gateways and send to remote MACs; the guards
+// are private, so nobody can punch a hole in them.
 func Tables() []sdk.Table {
 	return []sdk.Table{
 		{Name: Classifier, Pipeline: flow.PipelineRoot, Stage: flow.StageClassifier, Miss: sdk.MissDrop, Exported: true},
 		{Name: ARPGuard, Pipeline: flow.PipelineARP, Stage: flow.StageValidation, Miss: sdk.MissDrop},
-		{Name: ARPForward, Pipeline: flow.PipelineARP, Stage: flow.StageOutput, Miss: sdk.MissDrop},
+		{Name: ARPForward, Pipeline: flow.PipelineARP, Stage: flow.StageOutput, Miss: sdk.MissDrop, Exported: true},
 		{Name: IPGuard, Pipeline: flow.PipelineIP, Stage: flow.StageValidation, Miss: sdk.MissDrop},
 		{Name: L3Forward, Pipeline: flow.PipelineIP, Stage: flow.StageRouting, Miss: sdk.MissNext},
 		{Name: L2Forward, Pipeline: flow.PipelineIP, Stage: flow.StageSwitching, Miss: sdk.MissDrop, Exported: true},

@@ -1,0 +1,17 @@
+// Package underlay puts the node's IP on an OVS bridge, as the userspace
+// datapath needs for tunnels.
+//
+// On the netdev datapath ovs-vswitchd encapsulates a tunnel packet only
+// from an address held by the internal port of one of its bridges, and
+// takes the encapsulated packets it receives only through such a bridge
+// (it learns routes from the kernel of its network namespace and resolves
+// the peer's MAC from the ARP it sees there). So the uplink (eth0) becomes
+// a port of a plain learning bridge (br-phy), and the node's addresses and
+// routes move from the uplink to br-phy's internal interface, which takes
+// the uplink's MAC and MTU. Node-to-node traffic, the apiserver and
+// everything else on the node keep working through br-phy.
+//
+// Where to start: Setup. It is idempotent, so an agent restart finds
+// everything in place and changes nothing. It uses OVSDB (host/ovsdb) and
+// netlink only.
+package underlay

@@ -1,0 +1,128 @@
+package underlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"switchyard.dev/switchyard/host/ovsdb"
+)
+
+// Bridger is the part of the OVSDB client Setup needs.
+type Bridger interface {
+	EnsureUnderlayBridge(ctx context.Context, s ovsdb.UnderlaySpec) error
+}
+
+// Spec names the bridge and the uplink.
+type Spec struct {
+	Bridge       string
+	Uplink       string
+	DatapathType string
+}
+
+// Setup makes Bridge hold the node IP with Uplink as its port. It returns
+// once the bridge's interface is up and carries Uplink's addresses and
+// routes.
+func Setup(ctx context.Context, db Bridger, s Spec, log *slog.Logger) error {
+	uplink, err := netlink.LinkByName(s.Uplink)
+	if err != nil {
+		return fmt.Errorf("underlay: uplink %q: %w (set underlay.interface to the interface that holds the node IP)", s.Uplink, err)
+	}
+	err = db.EnsureUnderlayBridge(ctx, ovsdb.UnderlaySpec{Bridge: s.Bridge, Uplink: s.Uplink, DatapathType: s.DatapathType,
+		HWAddr: uplink.Attrs().HardwareAddr.String(), MTU: uplink.Attrs().MTU})
+	if err != nil {
+		return fmt.Errorf("underlay: %w", err)
+	}
+	br, err := waitLink(ctx, s.Bridge)
+	if err != nil {
+		return err
+	}
+	if br.Attrs().MTU != uplink.Attrs().MTU {
+		if err := netlink.LinkSetMTU(br, uplink.Attrs().MTU); err != nil {
+			return fmt.Errorf("underlay: setting %s MTU %d: %w", s.Bridge, uplink.Attrs().MTU, err)
+		}
+	}
+	moved, err := move(uplink, br)
+	if err != nil {
+		return err
+	}
+	if moved > 0 {
+		log.Info("moved the node's addresses onto the underlay bridge", "bridge", s.Bridge, "uplink", s.Uplink, "addresses", moved)
+	}
+	return nil
+}
+
+// waitLink waits for ovs-vswitchd to create the bridge's internal device.
+func waitLink(ctx context.Context, name string) (netlink.Link, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := netlink.LinkByName(name)
+		if err == nil {
+			return l, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("underlay: device %s did not appear within 10s after creating its bridge (is ovs-vswitchd running?): %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// movable says whether an address belongs to the node rather than to the
+// link: every IPv4 address, and IPv6 addresses that are not link-local.
+func movable(a netlink.Addr) bool {
+	if a.IP.To4() != nil {
+		return true
+	}
+	return !a.IP.IsLinkLocalUnicast()
+}
+
+// move transfers the uplink's addresses and the routes that use it to br,
+// and brings br up. Routes the kernel derives from an address come back by
+// themselves; the others (a default route, static routes) are re-added.
+func move(uplink, br netlink.Link) (int, error) {
+	addrs, err := netlink.AddrList(uplink, netlink.FAMILY_ALL)
+	if err != nil {
+		return 0, fmt.Errorf("underlay: listing addresses of %s: %w", uplink.Attrs().Name, err)
+	}
+	routes, err := netlink.RouteList(uplink, netlink.FAMILY_ALL)
+	if err != nil {
+		return 0, fmt.Errorf("underlay: listing routes of %s: %w", uplink.Attrs().Name, err)
+	}
+	if err := netlink.LinkSetUp(br); err != nil {
+		return 0, fmt.Errorf("underlay: setting %s up: %w", br.Attrs().Name, err)
+	}
+	n := 0
+	for _, a := range addrs {
+		if !movable(a) {
+			continue
+		}
+		if err := netlink.AddrDel(uplink, &a); err != nil {
+			return n, fmt.Errorf("underlay: removing %s from %s: %w", a.IPNet, uplink.Attrs().Name, err)
+		}
+		na := &netlink.Addr{IPNet: a.IPNet, Label: "", Flags: a.Flags | unix.IFA_F_NODAD, Scope: a.Scope}
+		if err := netlink.AddrReplace(br, na); err != nil {
+			return n, fmt.Errorf("underlay: adding %s to %s: %w", a.IPNet, br.Attrs().Name, err)
+		}
+		n++
+	}
+	for _, r := range routes {
+		if r.Protocol == unix.RTPROT_KERNEL || (r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast()) || r.Table == unix.RT_TABLE_LOCAL {
+			continue
+		}
+		r.LinkIndex = br.Attrs().Index
+		r.ILinkIndex = 0
+		if err := netlink.RouteReplace(&r); err != nil && !errors.Is(err, unix.EEXIST) {
+			return n, fmt.Errorf("underlay: moving route %s to %s: %w", r, br.Attrs().Name, err)
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,85 @@
+package feature
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"switchyard.dev/switchyard/plugins/tunnel/flows"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+func TestParseConfig(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		overhead int
+		err      string
+	}{
+		{in: ``, overhead: 50},
+		{in: `{"type":"geneve"}`, overhead: 50},
+		{in: `{"type":"vxlan"}`, overhead: 50},
+		{in: `{"type":"vxlan","ipv6Underlay":true}`, overhead: 70},
+		{in: `{"type":"gre"}`, err: `tunnel config type: "gre" is not an encapsulation this plugin knows; use geneve or vxlan`},
+		{in: `{"port":"a-name-far-too-long"}`, err: "longer than 15 characters"},
+		{in: `{"type":1}`, err: "tunnel config: json"},
+	} {
+		c, err := ParseConfig([]byte(tc.in))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.in, err)
+		case c.Overhead() != tc.overhead:
+			t.Errorf("%s: overhead %d, want %d", tc.in, c.Overhead(), tc.overhead)
+		}
+	}
+}
+
+func opsOf(b *flow.Batch) []string {
+	var out []string
+	for _, o := range b.Ops {
+		out = append(out, o.String())
+	}
+	return out
+}
+
+// A node update changes only what differs: a new node IP rewrites the
+// routing flows' tun_dst in place and leaves the ARP answer alone; a new
+// pod CIDR adds its flows and leaves the old ones; a delete removes every
+// flow of the peer in one batch.
+func TestNodeChangesOnlyTheDifference(t *testing.T) {
+	mac, _ := net.ParseMAC("0a:58:0a:f4:01:01")
+	l := flows.Local{TunnelPort: 3, GatewayMAC: mac, GatewayIPv4: netip.MustParseAddr("10.244.1.1")}
+	v4 := netip.MustParsePrefix("10.244.2.0/24")
+	v6 := netip.MustParsePrefix("fd00:10:244:2::/64")
+	p := flows.Peer{Name: "node-2", IP: netip.MustParseAddr("198.18.0.2"), PodCIDRs: []netip.Prefix{v4}}
+	moved := p
+	moved.IP = netip.MustParseAddr("198.18.0.22")
+	dual := p
+	dual.PodCIDRs = []netip.Prefix{v4, v6}
+
+	kinds := func(b *flow.Batch) (out []string) {
+		for _, o := range b.Ops {
+			out = append(out, o.Kind.String()+" "+o.Flow.Table)
+		}
+		return out
+	}
+	if d := cmp.Diff([]string{"modify tunnel.l3_forward"}, kinds(diff(flows.PeerFlows(l, p), flows.PeerFlows(l, moved)))); d != "" {
+		t.Errorf("node IP change (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"add tunnel.l3_forward"}, kinds(diff(flows.PeerFlows(l, p), flows.PeerFlows(l, dual)))); d != "" {
+		t.Errorf("IPv6 CIDR added (-want +got):\n%s", d)
+	}
+	if b := diff(flows.PeerFlows(l, p), flows.PeerFlows(l, p)); b.Len() != 0 {
+		t.Errorf("an unchanged node gives %d operations: %v", b.Len(), opsOf(b))
+	}
+	if d := cmp.Diff([]string{"delete tunnel.l3_forward", "delete podnet.arp_forward", "delete tunnel.l3_forward"},
+		kinds(diff(flows.PeerFlows(l, dual), nil))); d != "" {
+		t.Errorf("delete (-want +got):\n%s", d)
+	}
+}
