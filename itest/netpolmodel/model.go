@@ -85,15 +85,15 @@ func Start(t testenv.T, o Options) *Env {
 	}
 	e := &Env{opts: o, t: t, Pods: map[string]*cluster.Pod{}, Agents: map[string]*nodeagent.Agent{}}
 	e.CP = controlplane.Start(t)
-	bins := build.Commands(t, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/netpol")
+	bins := build.Commands(t, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/netpol")
 	e.Bins = nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
-		Plugins: map[string]string{"podnet": bins["podnet"], "netpol": bins["netpol"]}}
+		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "netpol": bins["netpol"]}}
 	e.Ctrl = StartController(t, e.CP)
 	npCfg := map[string]any{"plaintext": true}
 	maps.Copy(npCfg, o.NetpolConfig)
 	e.Cluster = cluster.Start(t, cluster.Options{Nodes: o.Nodes, Client: e.CP.Client, StartAgent: func(t testenv.T, n *cluster.Node) {
 		e.Agents[n.Name] = nodeagent.Start(t, n, nodeagent.Options{Bins: e.Bins, ControlPlane: e.CP, Controller: e.Ctrl.Addr,
-			Enabled: []string{"podnet", "netpol"}, Config: map[string]map[string]any{"netpol": npCfg}})
+			Enabled: []string{"podnet", "tunnel", "netpol"}, Config: map[string]map[string]any{"netpol": npCfg}})
 	}})
 	for _, ns := range Namespaces {
 		e.createNamespace(ns)
