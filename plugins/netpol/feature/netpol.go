@@ -32,6 +32,10 @@ type Config struct {
 	// LogFile receives one JSON line per logged or rejected packet
 	// (default: StateDir/decisions.log).
 	LogFile string `json:"logFile,omitempty"`
+	// CountersInterval is how often per-rule counters are read back from
+	// the switch into StateDir/counters.json (default 10s; "0s" turns it
+	// off).
+	CountersInterval string `json:"countersInterval,omitempty"`
 	// SyncWait bounds how long a first start (nothing saved) waits for the
 	// controller's snapshot before it reports synced (default 30s).
 	SyncWait string `json:"syncWait,omitempty"`
@@ -107,6 +111,14 @@ func (p *Netpol) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 			return fmt.Errorf("netpol config syncWait %q: %w", cfg.SyncWait, err)
 		}
 		syncWait = d
+	}
+	countersEvery := 10 * time.Second
+	if cfg.CountersInterval != "" {
+		d, err := time.ParseDuration(cfg.CountersInterval)
+		if err != nil {
+			return fmt.Errorf("netpol config countersInterval %q: %w", cfg.CountersInterval, err)
+		}
+		countersEvery = d
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("netpol state dir: %w", err)
@@ -195,6 +207,10 @@ func (p *Netpol) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	p.mu.Lock()
 	p.client = c
 	p.mu.Unlock()
+	if countersEvery > 0 {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.countersLoop(runCtx, countersEvery) }()
+	}
 	p.wg.Add(3)
 	go func() { defer p.wg.Done(); _ = c.Run(runCtx) }()
 	go func() { defer p.wg.Done(); p.reportLoop(runCtx) }()
