@@ -40,6 +40,7 @@ func init() {
 		{"netpol-kill-9-no-gap", killNoGap},
 		{"controller-down-and-back", controllerDown},
 		{"flow-count-bound", flowCountBound},
+		{"realization-status-n-of-m-nodes", realizationStatus},
 	}...)
 }
 
@@ -424,5 +425,42 @@ func flowCountBound(t *testing.T, e *Env) {
 	t.Logf("N=%d M=%d K=%d: %d flows on the switch (N+M+K = %d, bound %.0f)", n, m, k, got, n+m+k, bound)
 	if float64(got) > bound {
 		t.Fatalf("%d flows for N=%d, M=%d, K=%d; want at most %.0f", got, n, m, k, bound)
+	}
+}
+
+// realizationStatus: netpol reports what it enforces, and the controller
+// shows the policy realized on every node of its span.
+func realizationStatus(t *testing.T, e *Env) {
+	defer cleanup(t, e)
+	spec := crdv1.PolicySpec{Tier: "application", Priority: 3, AppliedTo: []crdv1.AppliedTo{{PodSelector: Labels("pod", "a"),
+		NamespaceSelector: &metav1.LabelSelector{}}}, Ingress: []crdv1.Rule{{Name: "all", Action: crdv1.RuleActionAllow}}}
+	e.ApplyClusterPolicy(t, "every-a", spec)
+	nodes := map[string]bool{}
+	for _, ns := range Namespaces {
+		nodes[e.NodeOf(ns+"/a")] = true
+	}
+	err := waitFor("every-a realized on its nodes", 30*time.Second, func() error {
+		st, gen := e.ClusterPolicyStatus(t, "every-a")
+		if st.ObservedGeneration != gen || st.Phase != crdv1.PolicyRealized || int(st.DesiredNodesRealized) != len(nodes) ||
+			st.CurrentNodesRealized != st.DesiredNodesRealized {
+			return fmt.Errorf("status %+v (generation %d), want Realized on %d of %d nodes", st, gen, len(nodes), len(nodes))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	// A new generation is realized again.
+	spec.Ingress[0].Name = "all-renamed"
+	e.ApplyClusterPolicy(t, "every-a", spec)
+	err = waitFor("every-a's new generation realized", 30*time.Second, func() error {
+		st, gen := e.ClusterPolicyStatus(t, "every-a")
+		if st.ObservedGeneration != gen || gen < 2 || st.Phase != crdv1.PolicyRealized || st.CurrentNodesRealized != int32(len(nodes)) {
+			return fmt.Errorf("status %+v (generation %d)", st, gen)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 }

@@ -112,3 +112,21 @@ func (e *Env) KillPlugin(t testenv.T, node, name string) {
 func (e *Env) NetpolDir(node string) string {
 	return filepath.Join(e.Cluster.Node(node).Dir, "netpol")
 }
+
+// ClusterPolicyStatus returns a ClusterNetworkPolicy's status and generation.
+func (e *Env) ClusterPolicyStatus(t testenv.T, name string) (crdv1.PolicyStatus, int64) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(e.CP.Config)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	u, err := dyn.Resource(crdv1.ClusterNetworkPoliciesResource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting ClusterNetworkPolicy %s: %v", name, err)
+	}
+	var cnp crdv1.ClusterNetworkPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cnp); err != nil {
+		t.Fatalf("%v", err)
+	}
+	return cnp.Status, cnp.Generation
+}
