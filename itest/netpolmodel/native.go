@@ -64,6 +64,7 @@ type PluginInfo struct {
 	State        string `json:"state"`
 	PID          int    `json:"pid"`
 	Restarts     int    `json:"restarts"`
+	Flows        int    `json:"flows"`
 	CookiePrefix uint16 `json:"cookiePrefix"`
 }
 
