@@ -66,6 +66,9 @@ type Netpol struct {
 	decisions *os.File
 
 	reports chan map[string]int64
+	// kick wakes the worker; pendingSnapshot says a complete span came.
+	kick            chan struct{}
+	pendingSnapshot bool
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -139,6 +142,7 @@ func (p *Netpol) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	p.statePath = filepath.Join(cfg.StateDir, "policy.state")
 	p.installed = map[flow.Key]flow.Flow{}
 	p.reports = make(chan map[string]int64, 1)
+	p.kick = make(chan struct{}, 1)
 	p.mu.Unlock()
 
 	// The meter first, in its own batch: it outlives rounds.
@@ -211,10 +215,11 @@ func (p *Netpol) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); p.countersLoop(runCtx, countersEvery) }()
 	}
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go func() { defer p.wg.Done(); _ = c.Run(runCtx) }()
 	go func() { defer p.wg.Done(); p.reportLoop(runCtx) }()
-	go func() { defer p.wg.Done(); p.retryLoop(runCtx, syncWait) }()
+	go func() { defer p.wg.Done(); p.worker(runCtx) }()
+	go func() { defer p.wg.Done(); p.syncWaitLoop(runCtx, syncWait) }()
 	log.Info("netpol started", "controller", ctrl.URL, "ct_zone", grant.Value, "trusted", p.node.Trusted, "state", p.statePath)
 	return nil
 }
@@ -260,22 +265,78 @@ func (p *Netpol) Stop(context.Context, sdk.StopRequest, *sdk.StopResponse) error
 }
 
 // Replace is a complete span from the controller.
-func (p *Netpol) Replace(s *client.State) { p.changed(s, "snapshot") }
+func (p *Netpol) Replace(s *client.State) { p.kickWorker(true) }
 
 // Apply is one incremental change.
-func (p *Netpol) Apply(s *client.State, c client.Change) { p.changed(s, c.Kind.String()) }
+func (p *Netpol) Apply(s *client.State, c client.Change) { p.kickWorker(false) }
 
-func (p *Netpol) changed(s *client.State, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+// kickWorker tells the worker the span changed. Changes that arrive while
+// it computes and applies are coalesced into its next round, so a burst of
+// events costs a few rounds, not one per event.
+func (p *Netpol) kickWorker(snapshot bool) {
+	p.mu.Lock()
+	p.pendingSnapshot = p.pendingSnapshot || snapshot
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// worker enforces the client's current span after every kick (and retries
+// a failed round every second).
+func (p *Netpol) worker(ctx context.Context) {
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-retry.C:
+			p.mu.Lock()
+			dirty := p.dirty
+			p.mu.Unlock()
+			if !dirty {
+				continue
+			}
+		}
+		p.mu.Lock()
+		snapshot := p.pendingSnapshot
+		p.pendingSnapshot = false
+		p.mu.Unlock()
+		why := "change"
+		if snapshot {
+			why = "snapshot"
+		}
+		p.enforceCurrent(ctx, why, snapshot)
+	}
+}
+
+func (p *Netpol) enforceCurrent(ctx context.Context, why string, snapshot bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := p.sync(ctx, s, why); err != nil {
+	var err error
+	// The span is read under the client's lock, so the stream waits while
+	// it is computed: the state cannot change underneath.
+	p.client.View(func(s *client.State) {
+		if err = p.sync(ctx, s, why); err != nil {
+			return
+		}
+		if e := s.Save(p.statePath); e != nil {
+			p.log.Error("saving the policy span failed; a restart while the controller is down would enforce an older one", "path", p.statePath, "error", e)
+		}
+	})
+	if err != nil {
 		p.log.Error("enforcing the policy span failed; retrying", "change", why, "error", err)
+		if snapshot {
+			p.mu.Lock()
+			p.pendingSnapshot = true
+			p.mu.Unlock()
+		}
 		return
 	}
-	if err := s.Save(p.statePath); err != nil {
-		p.log.Error("saving the policy span failed; a restart while the controller is down would enforce an older one", "path", p.statePath, "error", err)
-	}
-	if why == "snapshot" {
+	if snapshot {
 		if err := p.markSynced(ctx); err != nil {
 			p.log.Error("reporting synced to the host failed", "error", err)
 		}
@@ -306,31 +367,34 @@ func (p *Netpol) sync(ctx context.Context, s *client.State, why string) error {
 	}
 	p.last = s
 	want := make(map[flow.Key]flow.Flow, len(res.Flows))
-	b := flow.NewBatch()
-	var added, changed, deleted int
+	var adds, mods, dels []flow.Flow
 	for _, f := range res.Flows {
 		k := f.Key()
 		want[k] = f
 		old, ok := p.installed[k]
 		switch {
 		case !ok:
-			b.AddFlows(f)
-			added++
+			adds = append(adds, f)
 		case old.Tag != f.Tag || old.String() != f.String():
-			b.AddFlows(f)
-			changed++
+			mods = append(mods, f)
 		}
 	}
 	for k, f := range p.installed {
 		if _, ok := want[k]; !ok {
-			b.DeleteFlows(f)
-			deleted++
+			dels = append(dels, f)
 		}
 	}
-	if b.Len() > 0 {
+	added, changed, deleted := len(adds), len(mods), len(dels)
+	batches := p.batches(adds, mods, dels)
+	for i, b := range batches {
 		if err := p.host.Apply(ctx, b); err != nil {
 			p.dirty = true
-			return fmt.Errorf("applying %d flow changes (%s): %w", b.Len(), why, err)
+			if i > 0 {
+				// Part of the change is on the switch: forget what we
+				// believe is installed, so the retry rewrites everything.
+				p.installed = map[flow.Key]flow.Flow{}
+			}
+			return fmt.Errorf("applying %d flow changes (%s, batch %d of %d): %w", added+changed+deleted, why, i+1, len(batches), err)
 		}
 	}
 	p.dirty = false
@@ -345,6 +409,46 @@ func (p *Netpol) sync(ctx context.Context, s *client.State, why string) error {
 	}
 	p.reports <- realized
 	return nil
+}
+
+// maxBatchOps keeps a batch under the host's default batch limit (20,000).
+const maxBatchOps = 16000
+
+// batches is the change as one batch (one bundle: no packet sees half of
+// it), or, when it is larger than a batch may be (a first snapshot of
+// tens of thousands of rules), as several: the new flows first, then the
+// changed ones, then the deletions, so a rule is never missing between
+// its old and new flows.
+func (p *Netpol) batches(adds, mods, dels []flow.Flow) []*flow.Batch {
+	if len(adds)+len(mods)+len(dels) == 0 {
+		return nil
+	}
+	if len(adds)+len(mods)+len(dels) <= maxBatchOps {
+		return []*flow.Batch{flow.NewBatch().AddFlows(adds...).AddFlows(mods...).DeleteFlows(dels...)}
+	}
+	var out []*flow.Batch
+	cur := flow.NewBatch()
+	push := func(f flow.Flow, del bool) {
+		if cur.Len() == maxBatchOps {
+			out = append(out, cur)
+			cur = flow.NewBatch()
+		}
+		if del {
+			cur.DeleteFlows(f)
+		} else {
+			cur.AddFlows(f)
+		}
+	}
+	for _, f := range adds {
+		push(f, false)
+	}
+	for _, f := range mods {
+		push(f, false)
+	}
+	for _, f := range dels {
+		push(f, true)
+	}
+	return append(out, cur)
 }
 
 // reportLoop tells the controller what is realized, the latest only.
@@ -374,33 +478,21 @@ func (p *Netpol) reportLoop(ctx context.Context) {
 	}
 }
 
-// retryLoop re-applies after a failed apply, and reports synced after
-// syncWait when the controller never answered on a first start.
-func (p *Netpol) retryLoop(ctx context.Context, syncWait time.Duration) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	deadline := time.Now().Add(syncWait)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		p.mu.Lock()
-		dirty, last, synced := p.dirty, p.last, p.synced
-		p.mu.Unlock()
-		if dirty && last != nil && p.client != nil {
-			p.client.View(func(s *client.State) {
-				if err := p.sync(ctx, s, "retry"); err != nil {
-					p.log.Error("enforcing the policy span failed again", "error", err)
-				}
-			})
-		}
-		if !synced && time.Now().After(deadline) {
-			p.log.Warn("no policy snapshot from the controller yet; reporting synced with what is known", "waited", syncWait)
-			if err := p.markSynced(ctx); err != nil {
-				p.log.Error("reporting synced failed", "error", err)
-			}
+// syncWaitLoop reports synced after syncWait when the controller never
+// answered on a first start (nothing saved), so the host can sweep.
+func (p *Netpol) syncWaitLoop(ctx context.Context, syncWait time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(syncWait):
+	}
+	p.mu.Lock()
+	synced := p.synced
+	p.mu.Unlock()
+	if !synced {
+		p.log.Warn("no policy snapshot from the controller yet; reporting synced with what is known", "waited", syncWait)
+		if err := p.markSynced(ctx); err != nil {
+			p.log.Error("reporting synced failed", "error", err)
 		}
 	}
 }
