@@ -194,7 +194,7 @@ func benchDatapath(b *testing.B, e *Env) {
 		}
 		install := settled.Sub(start)
 		if err := probe.Check(from.NetNS, probe.TCP, to.IP(), 80, 2*time.Second); err != nil {
-			b.Fatalf("x/a -> x/b not allowed by the 10,000th rule: %v", err)
+			b.Fatalf("x/a -> x/b not allowed by the 10,000th rule (%d flows): %v\n%s", got, err, e.agentLogs(30))
 		}
 		bps1, cps1 := measure()
 		b.ReportMetric(install.Seconds(), "install-10k-s")

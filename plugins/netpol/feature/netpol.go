@@ -368,14 +368,14 @@ func (p *Netpol) sync(ctx context.Context, s *client.State, why string) error {
 	p.last = s
 	want := make(map[flow.Key]flow.Flow, len(res.Flows))
 	var adds, mods, dels []flow.Flow
-	for _, f := range res.Flows {
-		k := f.Key()
+	for i, f := range res.Flows {
+		k := res.Keys[i]
 		want[k] = f
 		old, ok := p.installed[k]
 		switch {
 		case !ok:
 			adds = append(adds, f)
-		case old.Tag != f.Tag || old.String() != f.String():
+		case !flows.SameFlow(&old, &f):
 			mods = append(mods, f)
 		}
 	}

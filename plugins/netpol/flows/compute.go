@@ -146,6 +146,8 @@ type Rule struct {
 type Result struct {
 	// Flows are sorted by table, priority (descending) and match.
 	Flows []flow.Flow
+	// Keys[i] is Flows[i].Key(), computed once.
+	Keys []flow.Key
 	// Rules lists every rule that got flows, by tag.
 	Rules map[uint32]*Rule
 }
@@ -278,6 +280,7 @@ func Compute(s *client.State, n Node) Result {
 		}
 	}
 
+	spreadK8sConjs(conjs)
 	ids := conjIDs(conjs)
 	for _, c := range conjs {
 		id := ids[c.key]
@@ -295,7 +298,13 @@ func Compute(s *client.State, n Node) Result {
 		}
 	}
 
-	for _, k := range b.order {
+	keys := slices.Clone(b.order)
+	slices.SortFunc(keys, func(a, b flow.Key) int {
+		return cmp.Or(cmp.Compare(tableRank(a.Table), tableRank(b.Table)), cmp.Compare(b.Priority, a.Priority),
+			cmp.Compare(a.Match, b.Match))
+	})
+	res.Flows, res.Keys = make([]flow.Flow, 0, len(keys)), keys
+	for _, k := range keys {
 		f := b.flows[k]
 		if len(f.Actions) > 1 {
 			if _, ok := f.Actions[0].(*flow.ActConjunction); ok {
@@ -303,15 +312,14 @@ func Compute(s *client.State, n Node) Result {
 					a, b := x.(*flow.ActConjunction), y.(*flow.ActConjunction)
 					return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Clause, b.Clause))
 				})
-				f.Actions = slices.CompactFunc(f.Actions, func(x, y flow.Action) bool { return x.String() == y.String() })
+				f.Actions = slices.CompactFunc(f.Actions, func(x, y flow.Action) bool {
+					a, b := x.(*flow.ActConjunction), y.(*flow.ActConjunction)
+					return *a == *b
+				})
 			}
 		}
 		res.Flows = append(res.Flows, *f)
 	}
-	slices.SortFunc(res.Flows, func(a, b flow.Flow) int {
-		return cmp.Or(cmp.Compare(tableRank(a.Table), tableRank(b.Table)), cmp.Compare(b.Priority, a.Priority),
-			cmp.Compare(a.Match.String(), b.Match.String()))
-	})
 	return res
 }
 
@@ -409,6 +417,54 @@ func punt(kind byte, r *Rule, n Node) flow.Action {
 		return flow.ControllerMetered(puntLen, ud, flow.ReasonAction, n.RejectMeter)
 	}
 	return flow.Controller(puntLen, ud)
+}
+
+// SameFlow reports whether a and b (of the same key) are the same flow:
+// tag, jump and actions. Conjunction actions compare by value, so the
+// common case costs no formatting.
+func SameFlow(a, b *flow.Flow) bool {
+	if a.Tag != b.Tag || a.Goto != b.Goto || len(a.Actions) != len(b.Actions) || a.IdleTimeout != b.IdleTimeout || a.HardTimeout != b.HardTimeout {
+		return false
+	}
+	for i := range a.Actions {
+		ca, ok1 := a.Actions[i].(*flow.ActConjunction)
+		cb, ok2 := b.Actions[i].(*flow.ActConjunction)
+		switch {
+		case ok1 && ok2:
+			if *ca != *cb {
+				return false
+			}
+		case ok1 != ok2:
+			return false
+		case a.Actions[i].String() != b.Actions[i].String():
+			return false
+		}
+	}
+	return true
+}
+
+// maxConjsPerFlow bounds the conjunction actions one clause flow carries:
+// each is 8 bytes, and a flow must fit an OpenFlow message (64 KiB).
+const maxConjsPerFlow = 1000
+
+// spreadK8sConjs gives the Kubernetes conjunctions of a table descending
+// priorities in groups of maxConjsPerFlow. Kubernetes rules only allow, so
+// their order does not matter; what matters is that a clause many rules
+// share (the applied-to pod of 10,000 rules) becomes one flow per group
+// instead of one flow with 10,000 actions.
+func spreadK8sConjs(cs []*conj) {
+	byTable := map[string][]*conj{}
+	for _, c := range cs {
+		if c.table == EgressRules || c.table == IngressRules {
+			byTable[c.table] = append(byTable[c.table], c)
+		}
+	}
+	for _, tcs := range byTable {
+		slices.SortFunc(tcs, func(a, b *conj) int { return strings.Compare(a.key, b.key) })
+		for i, c := range tcs {
+			c.priority = uint16(max(prioK8sConj-i/maxConjsPerFlow, prioIsolation+1))
+		}
+	}
 }
 
 // ruleTag identifies a rule across recomputations: a hash of its policy and

@@ -215,3 +215,60 @@ func TestFlowCountBound(t *testing.T) {
 	}
 	t.Logf("N=%d M=%d K=%d: %d flows (N+M+K = %d)", n, m, k, got, n+m+k)
 }
+
+// TestManyRulesOnOnePodFitAMessage: 10,000 rules applying to one pod share
+// its clause; no flow may carry more conjunction actions than fit an
+// OpenFlow message.
+func TestManyRulesOnOnePodFitAMessage(t *testing.T) {
+	var rules []*apiv1.Rule
+	for i := range 10000 {
+		rules = append(rules, &apiv1.Rule{Direction: apiv1.Direction_INGRESS,
+			IpBlocks: []*apiv1.IPBlock{{Cidr: fmt.Sprintf("10.%d.%d.%d/32", 200+i/65536, (i/256)%256, i%256)}},
+			Ports:    []*apiv1.Port{{Protocol: "TCP", Port: int32(10000 + i%5000)}}})
+	}
+	s := state([]*apiv1.Policy{k8s("bulk", true, false, []uint32{1}, rules...)},
+		[]*client.Group{group(1, member("x", "b", "10.244.2.2"))}, nil)
+	r := Compute(s, node)
+	validate(t, r)
+	for _, f := range r.Flows {
+		if len(f.Actions) > maxConjsPerFlow {
+			t.Fatalf("flow %s carries %d actions", f.Key(), len(f.Actions))
+		}
+	}
+	t.Logf("10,000 rules: %d flows", len(r.Flows))
+}
+
+func BenchmarkCompute10kRules(b *testing.B) {
+	var rules []*apiv1.Rule
+	for i := range 10000 {
+		rules = append(rules, &apiv1.Rule{Direction: apiv1.Direction_INGRESS,
+			IpBlocks: []*apiv1.IPBlock{{Cidr: fmt.Sprintf("10.%d.%d.%d/32", 200+i/65536, (i/256)%256, i%256)}},
+			Ports:    []*apiv1.Port{{Protocol: "TCP", Port: int32(10000 + i%5000)}}})
+	}
+	s := state([]*apiv1.Policy{k8s("bulk", true, false, []uint32{1}, rules...)},
+		[]*client.Group{group(1, member("x", "b", "10.244.2.2"))}, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := Compute(s, node)
+		b.ReportMetric(float64(len(r.Flows)), "flows")
+	}
+}
+
+func TestSameFlow(t *testing.T) {
+	a := flow.Flow{Table: IngressRules, Priority: 200, Actions: []flow.Action{flow.Conjunction(1, 1, 2), flow.Conjunction(2, 1, 3)}}
+	b := a
+	b.Actions = []flow.Action{flow.Conjunction(1, 1, 2), flow.Conjunction(2, 1, 3)}
+	if !SameFlow(&a, &b) {
+		t.Errorf("equal flows differ")
+	}
+	b.Actions = []flow.Action{flow.Conjunction(1, 1, 2), flow.Conjunction(2, 2, 3)}
+	c := a
+	c.Goto = flow.NextTable()
+	d := a
+	d.Tag = 9
+	for _, x := range []flow.Flow{b, c, d} {
+		if SameFlow(&a, &x) {
+			t.Errorf("%s and %s are the same flow?", a.String(), x.String())
+		}
+	}
+}
