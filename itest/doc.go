@@ -12,6 +12,8 @@
 //   - controlplane: etcd + kube-apiserver with token auth and RBAC.
 //   - cluster: N nodes on an underlay fabric, each with its own OVS, plus Node objects.
 //   - probe: TCP/UDP/SCTP/ICMP reachability and the N×N connectivity matrix.
+//   - netpolmodel: the Kubernetes e2e NetworkPolicy model (x, y, z × a, b, c)
+//     with the controller, podnet, tunnel and netpol, truth tables and probes.
 //
 // Every resource a harness creates is named with the run prefix (see
 // testenv.Prefix) so that `make clean-itest` can find leftovers of a crashed run.

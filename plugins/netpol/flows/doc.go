@@ -42,6 +42,13 @@
 // ports share one conjunction. ipBlock except is subtracted from the CIDR
 // into the prefixes that remain.
 //
+// Native rules get one priority each, counting down from 60000 in
+// evaluation order (tier, policy priority, rule order); Kubernetes rules
+// only allow, so they share priorities (in groups of 1000 conjunctions, so
+// a clause many rules share fits one OpenFlow message). Priorities are
+// recomputed with the rest: when an insertion shifts them, the plugin's
+// diff rewrites the affected flows in the same bundle as the change.
+//
 // Statefulness: every packet of the original direction is evaluated
 // against the current rules, and only replies (ct_state +est+rpl) and
 // related packets skip them. So an established connection survives a
