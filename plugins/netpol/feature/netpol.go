@@ -69,8 +69,8 @@ type Netpol struct {
 	// kick wakes the worker; pendingSnapshot says a complete span came.
 	kick            chan struct{}
 	pendingSnapshot bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cancel          context.CancelFunc
+	wg              sync.WaitGroup
 }
 
 var (
