@@ -602,7 +602,9 @@ func ruleConjs(s *client.State, p *apiv1.Policy, r *apiv1.Rule, d Direction) []*
 	if len(numbered) > 0 {
 		out = append(out, mk("ports", dstAll, numbered, false))
 	}
-	if len(named) > 0 && !(d == Egress && r.AnyPeer) {
+	// For an egress rule to anywhere, the controller sends every pod as an
+	// address group, so its named ports resolve.
+	if len(named) > 0 {
 		// Group the destination pods by what the names resolve to.
 		byPorts := map[string][]*apiv1.Member{}
 		svcsOf := map[string][]svc{}
