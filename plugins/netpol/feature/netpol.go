@@ -361,9 +361,15 @@ func (p *Netpol) sync(ctx context.Context, s *client.State, why string) error {
 	defer p.mu.Unlock()
 	start := time.Now()
 	res := flows.Compute(s, p.node)
+	if len(res.Unplaced) > 0 {
+		p.log.Error("native rules beyond what one table's priorities hold are not enforced; their policies are not reported realized",
+			"policies", len(res.Unplaced))
+	}
 	realized := make(map[string]int64, len(s.Policies))
 	for uid, pol := range s.Policies {
-		realized[uid] = pol.Generation
+		if res.Unplaced[uid] == 0 {
+			realized[uid] = pol.Generation
+		}
 	}
 	p.last = s
 	want := make(map[flow.Key]flow.Flow, len(res.Flows))

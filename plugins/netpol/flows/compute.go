@@ -150,6 +150,10 @@ type Result struct {
 	Keys []flow.Key
 	// Rules lists every rule that got flows, by tag.
 	Rules map[uint32]*Rule
+	// Unplaced counts, by policy UID, native rules that found no priority
+	// (more than prioNativeTop-prioNativeLow in one table): they are not
+	// enforced, so their policies are not realized.
+	Unplaced map[string]int
 }
 
 // Userdata prefixes of netpol's packet-ins.
@@ -214,7 +218,7 @@ func (b *builder) add(f flow.Flow) {
 // Compute returns the flows that enforce span s on node n.
 func Compute(s *client.State, n Node) Result {
 	b := &builder{flows: map[flow.Key]*flow.Flow{}}
-	res := Result{Rules: map[uint32]*Rule{}}
+	res := Result{Rules: map[uint32]*Rule{}, Unplaced: map[string]int{}}
 	staticFlows(b, n)
 
 	policies := make([]*apiv1.Policy, 0, len(s.Policies))
@@ -264,7 +268,8 @@ func Compute(s *client.State, n Node) Result {
 					pr = prioNativeTop
 				}
 				if pr < prioNativeLow {
-					continue // out of priorities: reported by the plugin through Rules
+					res.Unplaced[p.Uid]++ // out of priorities: the plugin reports it
+					continue
 				}
 				next[table] = pr - 1
 				prio, direct = pr, pr
