@@ -98,6 +98,25 @@ var goldenCases = []struct {
 		},
 	},
 	{
+		name: "egress to anywhere on a named port: resolved against every pod the controller sent",
+		s: state([]*apiv1.Policy{k8s("eg-named", false, true, []uint32{1},
+			egress(&apiv1.Rule{AnyPeer: true, AddressGroups: []uint32{9}, Ports: []*apiv1.Port{{Protocol: "TCP", Name: "serve-80-tcp"}, {Protocol: "UDP", Port: 53}}}))},
+			[]*client.Group{group(1, podA)}, []*client.Group{group(9, podA, podB, podYB)}),
+		want: []string{
+			"table=netpol.egress_rules, priority=200, conj_id=1083113433 actions=goto_table:@stage:Routing",
+			"table=netpol.egress_rules, priority=200, conj_id=1134068598 actions=goto_table:@stage:Routing",
+			"table=netpol.egress_rules, priority=200, conj_id=2222432030 actions=goto_table:@stage:Routing",
+			"table=netpol.egress_rules, priority=200, ip,nw_dst=10.244.1.5 actions=conjunction(1134068598,2/3)",
+			"table=netpol.egress_rules, priority=200, ip,nw_dst=10.244.1.6 actions=conjunction(2222432030,2/3)",
+			"table=netpol.egress_rules, priority=200, ip,nw_dst=10.244.2.6 actions=conjunction(1134068598,2/3)",
+			"table=netpol.egress_rules, priority=200, ip,nw_src=10.244.1.5 actions=conjunction(1083113433,1/2),conjunction(1134068598,1/3),conjunction(2222432030,1/3)",
+			"table=netpol.egress_rules, priority=200, tcp,tp_dst=80 actions=conjunction(1134068598,3/3)",
+			"table=netpol.egress_rules, priority=200, tcp,tp_dst=8080 actions=conjunction(2222432030,3/3)",
+			"table=netpol.egress_rules, priority=200, udp,tp_dst=53 actions=conjunction(1083113433,2/2)",
+			"table=netpol.egress_isolation, priority=100, ip,nw_src=10.244.1.5 actions=drop",
+		},
+	},
+	{
 		name: "native tiers: drop above allow, pass, reject with logging, baseline",
 		s: state([]*apiv1.Policy{
 			native("app", 250, 5, []uint32{1}, ingress(&apiv1.Rule{Action: apiv1.Action_ALLOW, AnyPeer: true})),
