@@ -18,5 +18,17 @@
 // administratively prohibited), injected into netpol's PreRouting table
 // with the bypass bit so the node routes it back to the client.
 //
+// Events from the stream only wake a worker (kickWorker); the worker
+// computes and applies the client's current span, so a burst of events
+// costs a few rounds. A round recomputes the whole span (10,000 rules take
+// about 0.3 s on the test machine) and sends only the difference; a
+// difference larger than the host's batch limit goes in several batches,
+// additions first.
+//
+// Limits today: Reject answers IPv4 only (an IPv6 packet a Reject rule
+// matches is dropped); the decision log is not rotated; the trusted node
+// addresses are taken at Start, so a pod CIDR renumbered later is not
+// followed until the plugin restarts.
+//
 // Where to start: Start (netpol.go), then flows.Compute.
 package feature
