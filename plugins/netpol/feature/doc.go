@@ -26,9 +26,7 @@
 // additions first.
 //
 // Limits today: Reject answers IPv4 only (an IPv6 packet a Reject rule
-// matches is dropped); the decision log is not rotated; the trusted node
-// addresses are taken at Start, so a pod CIDR renumbered later is not
-// followed until the plugin restarts.
+// matches is dropped); the decision log is not rotated.
 //
 // Where to start: Start (netpol.go), then flows.Compute.
 package feature

@@ -74,11 +74,25 @@ type Netpol struct {
 }
 
 var (
-	_ sdk.Feature         = (*Netpol)(nil)
-	_ sdk.Stopper         = (*Netpol)(nil)
-	_ sdk.PacketInHandler = (*Netpol)(nil)
-	_ client.Handler      = (*Netpol)(nil)
+	_ sdk.Feature             = (*Netpol)(nil)
+	_ sdk.Stopper             = (*Netpol)(nil)
+	_ sdk.PacketInHandler     = (*Netpol)(nil)
+	_ client.Handler          = (*Netpol)(nil)
+	_ sdk.NodeFactsSubscriber = (*Netpol)(nil)
 )
+
+// NodeFactsChanged follows a new pod CIDR or node IP: the node's own
+// addresses, whose traffic to its pods passes, change with them.
+func (p *Netpol) NodeFactsChanged(ctx context.Context, req sdk.NodeFactsChangedRequest, _ *sdk.NodeFactsChangedResponse) error {
+	p.mu.Lock()
+	p.node.Trusted = trusted(req.New)
+	started := p.client != nil
+	p.mu.Unlock()
+	if started {
+		p.kickWorker(false)
+	}
+	return nil
+}
 
 // New returns an unstarted netpol.
 func New() *Netpol { return &Netpol{log: slog.Default()} }
