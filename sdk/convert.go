@@ -54,7 +54,7 @@ func toPBCNIAddResponse(r *CNIAddResponse) *pb.CNIAddResponse {
 }
 
 func toPBPortRequest(r PortRequest) *pb.PortRequest {
-	return &pb.PortRequest{Name: r.Name, Type: r.Type, Options: r.Options, ExternalIds: r.ExternalIDs, Ofport: r.OFPort}
+	return &pb.PortRequest{Name: r.Name, Type: r.Type, Options: r.Options, ExternalIds: r.ExternalIDs, Ofport: r.OFPort, Exported: r.Exported}
 }
 
 func toPBPacketOut(p PacketOut) *pb.PacketOutRequest {
@@ -139,7 +139,7 @@ func fromPBNodeEvent(r *pb.NodeEventRequest) (NodeEventRequest, error) {
 }
 
 func fromPBPort(p *pb.Port) Port {
-	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()), Owner: p.GetOwner()}
+	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()), Owner: p.GetOwner(), Exported: p.GetExported()}
 }
 
 func fromPBEndpoint(e *pb.Endpoint) Endpoint {

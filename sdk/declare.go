@@ -116,7 +116,16 @@ const (
 	ResourceCTMark
 	// ResourceMetadata is Width bits of the OpenFlow metadata field.
 	ResourceMetadata
+	// ResourcePktMark is Width bits of pkt_mark, the packet mark the
+	// switch shares with the node's kernel (nftables, routing rules).
+	ResourcePktMark
+	// ResourceCTLabel is Width (at most 64) bits of the 128-bit
+	// ct_label; Offset may be anywhere in the 128 bits.
+	ResourceCTLabel
 )
+
+// ResourceMaxKind is the highest ResourceKind this SDK knows.
+const ResourceMaxKind = ResourceCTLabel
 
 func (k ResourceKind) String() string {
 	switch k {
@@ -126,6 +135,10 @@ func (k ResourceKind) String() string {
 		return "ct_mark"
 	case ResourceMetadata:
 		return "metadata"
+	case ResourcePktMark:
+		return "pkt_mark"
+	case ResourceCTLabel:
+		return "ct_label"
 	}
 	return fmt.Sprintf("resource(%d)", uint8(k))
 }
@@ -141,7 +154,8 @@ type Resource struct {
 }
 
 // Grant is what the host granted for a resource: a zone number in Value,
-// or bits Offset..Offset+Width-1 of ct_mark or metadata.
+// or bits Offset..Offset+Width-1 of ct_mark, metadata, pkt_mark or
+// ct_label.
 type Grant struct {
 	Kind   ResourceKind
 	Owner  string
@@ -150,13 +164,26 @@ type Grant struct {
 	Width  uint8
 }
 
-// Mask is the grant's bits as a mask (0 for a zone).
-func (g Grant) Mask() uint64 {
+// Mask is the grant's bits as a mask (0 for a zone). For ct_label it is
+// the low 64 bits of Mask128.
+func (g Grant) Mask() uint64 { return g.Mask128().Lo }
+
+// Mask128 is the grant's bits as a 128-bit mask (zero for a zone): the
+// form a ct_label match or ct(exec(set_field)) takes.
+func (g Grant) Mask128() flow.Uint128 {
 	if g.Kind == ResourceCTZone || g.Width == 0 {
-		return 0
+		return flow.Uint128{}
 	}
-	if g.Width >= 64 {
-		return ^uint64(0)
+	ones := ^uint64(0)
+	if g.Width < 64 {
+		ones = uint64(1)<<g.Width - 1
 	}
-	return (uint64(1)<<g.Width - 1) << g.Offset
+	switch off := uint(g.Offset); {
+	case off == 0:
+		return flow.Uint128{Lo: ones}
+	case off >= 64:
+		return flow.Uint128{Hi: ones << (off - 64)}
+	default:
+		return flow.Uint128{Hi: ones >> (64 - off), Lo: ones << off}
+	}
 }

@@ -78,8 +78,10 @@ type DescribeResponse struct {
 	// Fields are the register fields the plugin needs beyond the well-known ones.
 	Fields []flow.Field
 	// Resources are the shared switch resources the plugin needs (ct
-	// zones, ct_mark bits, metadata bits); the host grants concrete values
-	// in Assignment.Grants. Using one that was not granted is refused.
+	// zones, bits of ct_mark, ct_label, pkt_mark and metadata); the host
+	// grants concrete values in Assignment.Grants. Using one that was not
+	// granted is refused. (Ports are granted by creating them: see
+	// PortRequest.Exported.)
 	Resources []Resource
 	// EncapOverhead is how many bytes the plugin's encapsulation adds to a
 	// pod packet on the wire (e.g. 50 for Geneve over IPv4). The host

@@ -48,6 +48,10 @@ type PortRequest struct {
 	ExternalIDs map[string]string
 	// OFPort requests a specific OpenFlow port number (0 = any).
 	OFPort uint32
+	// Exported lets every plugin output to the port (flow.Output); by
+	// default only its creator may. A tunnel port that other features send
+	// into is exported; a pod's port is its plugin's own.
+	Exported bool
 }
 
 // Port is an OVS port on the bridge.
@@ -56,6 +60,8 @@ type Port struct {
 	OFPort uint32
 	MAC    net.HardwareAddr
 	Owner  string // the plugin that created it ("" if not created through the host)
+	// Exported: every plugin may output to it (PortRequest.Exported).
+	Exported bool
 }
 
 // PacketOut is a packet to inject.

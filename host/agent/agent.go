@@ -100,6 +100,8 @@ type Agent struct {
 	replays   int
 	replayMu  sync.Mutex
 	eventDone chan struct{}
+	// mem returns a sync's garbage to the kernel (memory.go).
+	mem *memoryRelease
 }
 
 // New builds an agent over a connected switch and OVSDB. It only checks
@@ -111,7 +113,7 @@ type Agent struct {
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
 	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
-		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json")}
+		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json"), mem: newMemoryRelease()}
 	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
 	a.arb = pipeline.New()
 	// Called under a.mu, from Plan.
@@ -175,6 +177,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.openLanes(ctx); err != nil {
 		return err
 	}
+	if err := a.loadPorts(ctx); err != nil {
+		return err
+	}
 	a.eventDone = make(chan struct{})
 	go a.events(ctx)
 	if on, err := a.db.FlowRestoreWait(ctx); err == nil && on {
@@ -227,6 +232,39 @@ func (a *Agent) loadLayout() error {
 	a.mu.Unlock()
 	a.lay.Unlock()
 	return nil
+}
+
+// loadPorts records the owner of every port already on the bridge (pods
+// attached before this agent started, a plugin's tunnel port), so outputs
+// to them are checked like those to ports created from now on.
+func (a *Agent) loadPorts(ctx context.Context) error {
+	ports, err := a.db.Ports(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list the bridge's ports: %w", err)
+	}
+	for _, p := range ports {
+		if p.OFPort > 0 {
+			a.recordPort(uint32(p.OFPort), pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
+		}
+	}
+	return nil
+}
+
+// recordPort and forgetPort keep the arbiter's port book; they take only
+// a.mu (to read a.arb), never the layout lock, so a CNI ADD recording its
+// pod's port does not wait for another plugin's batch.
+func (a *Agent) recordPort(no uint32, g pipeline.PortGrant) {
+	a.mu.Lock()
+	arb := a.arb
+	a.mu.Unlock()
+	arb.SetPort(no, g)
+}
+
+func (a *Agent) forgetPort(name string) {
+	a.mu.Lock()
+	arb := a.arb
+	a.mu.Unlock()
+	arb.ForgetPort(name)
 }
 
 // Stop stops every plugin; flows stay on the switch so traffic keeps

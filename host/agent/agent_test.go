@@ -32,6 +32,7 @@ type fakeSwitch struct {
 	// What the read-back and the foreign sweep read.
 	dump       []openflow.FlowStats
 	dumpReq    []openflow.FlowStatsRequest
+	cookies    []openflow.FlowCookie
 	groups     []openflow.GroupStats
 	groupDescs []openflow.GroupDesc
 	meters     []openflow.MeterStats
@@ -72,6 +73,13 @@ func (f *fakeSwitch) DumpFlows(_ context.Context, req openflow.FlowStatsRequest)
 	defer f.mu.Unlock()
 	f.dumpReq = append(f.dumpReq, req)
 	return f.dump, nil
+}
+
+// DumpCookies answers with f.cookies (the foreign sweep's view).
+func (f *fakeSwitch) DumpCookies(context.Context, openflow.FlowStatsRequest) ([]openflow.FlowCookie, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cookies, nil
 }
 func (f *fakeSwitch) GroupStats(context.Context, uint32) ([]openflow.GroupStats, error) {
 	f.mu.Lock()
@@ -518,9 +526,9 @@ func TestSweepForeign(t *testing.T) {
 	if err := a.Apply(ctx, "a", flow.NewBatch().AddGroup(flow.Group{ID: 1, Type: flow.GroupAll, Buckets: []flow.Bucket{{Actions: []flow.Action{flow.Output(1)}}}}), config.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	cookie := func(c uint64) openflow.FlowCookie { return openflow.FlowCookie{Cookie: c} }
 	sw.mu.Lock()
-	sw.dump = []openflow.FlowStats{
+	sw.cookies = []openflow.FlowCookie{
 		cookie(pipeline.Cookie(1, 2, 0)), cookie(pipeline.Cookie(1, 2, 5)), // a's current round: kept
 		cookie(pipeline.Cookie(1, 1, 0)), cookie(pipeline.Cookie(1, 7, 0)), // a's older rounds
 		cookie(0xdead_0000_0000_0000), cookie(0xdead_0001_0000_0001), // a prefix nobody has
@@ -565,16 +573,20 @@ func TestSweepForeign(t *testing.T) {
 	}
 }
 
-// /v1/resources lists every granted resource with its owner.
+// /v1/resources lists every granted resource with its owner, ports too.
 func TestResourcesListed(t *testing.T) {
 	a, _, _ := newTestAgent(t)
 	if _, err := a.RegisterLocal(context.Background(), "a", &sdk.DescribeResponse{Name: "a", Tables: []sdk.Table{tVal},
 		Resources: []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: "a.zone"}, {Kind: sdk.ResourceCTMark, Name: "a.mark", Width: 2, Exported: true}}}); err != nil {
 		t.Fatal(err)
 	}
+	a.recordPort(3, pipeline.PortGrant{Name: "tun0", Owner: "a", Exported: true})
+	a.recordPort(2, pipeline.PortGrant{Name: "pod1", Owner: "a"})
 	want := []ResourceStatus{
 		{Name: "a.mark", Kind: "ct_mark", Owner: "a", Offset: 0, Width: 2, Published: true},
 		{Name: "a.zone", Kind: "ct_zone", Owner: "a", Value: 1},
+		{Name: "pod1", Kind: "ofport", Owner: "a", Value: 2},
+		{Name: "tun0", Kind: "ofport", Owner: "a", Value: 3, Published: true},
 	}
 	if diff := cmp.Diff(want, a.Resources()); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
@@ -600,9 +612,9 @@ func TestSweepSparesHeldAndLearned(t *testing.T) {
 	if _, err := a.Synced(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	cookie := func(c uint64) openflow.FlowStats { return openflow.FlowStats{Flow: openflow.Flow{Cookie: c}} }
+	cookie := func(c uint64) openflow.FlowCookie { return openflow.FlowCookie{Cookie: c} }
 	sw.mu.Lock()
-	sw.dump = []openflow.FlowStats{
+	sw.cookies = []openflow.FlowCookie{
 		cookie(pipeline.Cookie(1, 1, 0)),                     // f, still under round 1: held
 		cookie(pipeline.Cookie(1, pipeline.LearnedRound, 7)), // learned by the switch
 		cookie(pipeline.Cookie(1, 3, 0)),                     // nobody's

@@ -45,7 +45,8 @@ type TableStatus struct {
 }
 
 // ResourceStatus is one row of GET /v1/resources: a shared resource
-// (ct zone, ct_mark or metadata bits) and who holds it.
+// (ct zone, bits of ct_mark, ct_label, pkt_mark or metadata, or an
+// OpenFlow port) and who holds it.
 type ResourceStatus struct {
 	Name      string `json:"name"`
 	Kind      string `json:"kind"`
@@ -65,6 +66,13 @@ func (a *Agent) Resources() []ResourceStatus {
 	for _, n := range slices.Sorted(maps.Keys(gs)) {
 		g := gs[n]
 		out = append(out, ResourceStatus{Name: n, Kind: g.Kind.String(), Owner: g.Owner, Value: g.Value, Offset: g.Offset, Width: g.Width, Published: a.arb.Published(n)})
+	}
+	// OpenFlow ports are granted too: Value is the port number, Published
+	// says every plugin may output to it.
+	ports := a.arb.Ports()
+	for _, no := range slices.Sorted(maps.Keys(ports)) {
+		p := ports[no]
+		out = append(out, ResourceStatus{Name: p.Name, Kind: "ofport", Owner: p.Owner, Value: no, Published: p.Exported})
 	}
 	return out
 }
@@ -131,7 +139,7 @@ func (a *Agent) Flows(owner string) []string {
 //	GET /v1/plugins              plugins, state, version, flow counts
 //	GET /v1/tables               table layout: pipeline, stage, table, ID, owner
 //	GET /v1/flows?plugin=NAME    a plugin's flows, canonical text
-//	GET /v1/resources            ct zones, ct_mark and metadata bits: owner, value, published
+//	GET /v1/resources            ct zones, mark/label/metadata bits, ports: owner, value, published
 //	GET /readyz, GET /livez      readiness (see NotReady) and liveness
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()

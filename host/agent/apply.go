@@ -58,6 +58,13 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 			}
 			ops = append(ops, flowstore.Op{Kind: op.Kind, Flow: r})
 		case op.Group != nil:
+			if op.Kind != flow.OpDelete {
+				for bi, bk := range op.Group.Buckets {
+					if err := a.arb.CheckActions(owner, fmt.Sprintf("group %d bucket %d", op.Group.ID, bi), bk.Actions); err != nil {
+						return fmt.Errorf("batch op %d: %w", i, err)
+					}
+				}
+			}
 			ops = append(ops, flowstore.Op{Kind: op.Kind, Group: op.Group, Prefix: p.Prefix, Round: p.Round})
 		case op.Meter != nil:
 			ops = append(ops, flowstore.Op{Kind: op.Kind, Meter: op.Meter, Prefix: p.Prefix, Round: p.Round})
@@ -526,7 +533,9 @@ func (a *Agent) removePlugin(ctx context.Context, owner string) {
 	for _, p := range ports {
 		if err := a.db.DeletePort(ctx, p.Name); err != nil {
 			a.log.Error("delete port of unloaded plugin", "plugin", owner, "port", p.Name, "error", err)
+			continue
 		}
+		a.forgetPort(p.Name)
 	}
 	a.lay.Lock()
 	defer a.lay.Unlock()

@@ -47,7 +47,7 @@ func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port
 	if req.Name == "" || len(req.Name) > 15 {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port name %q must be 1-15 characters", sdk.ErrInvalid, s.name(), req.Name)
 	}
-	if err := s.a.db.CreatePort(ctx, ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name()}); err != nil {
+	if err := s.a.db.CreatePort(ctx, ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name(), Exported: req.Exported}); err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: create port %q: %v", sdk.ErrSwitch, s.name(), req.Name, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -55,7 +55,14 @@ func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port
 	if _, err := s.a.db.WaitOFPort(wctx, req.Name); err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: %v", sdk.ErrSwitch, s.name(), err)
 	}
-	return s.Port(ctx, req.Name)
+	p, err := s.Port(ctx, req.Name)
+	if err != nil {
+		return p, err
+	}
+	// The port as OVSDB has it: a port that already existed keeps the
+	// owner and export it was created with.
+	s.a.recordPort(p.OFPort, pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
+	return p, nil
 }
 
 func (s *service) DeletePort(ctx context.Context, name string) error {
@@ -75,6 +82,7 @@ func (s *service) DeletePort(ctx context.Context, name string) error {
 	if err := s.a.db.DeletePort(ctx, name); err != nil {
 		return fmt.Errorf("%w: plugin %q: delete port %q: %v", sdk.ErrSwitch, s.name(), name, err)
 	}
+	s.a.forgetPort(name)
 	return nil
 }
 
@@ -86,7 +94,7 @@ func (s *service) Port(ctx context.Context, name string) (sdk.Port, error) {
 	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
 	}
-	out := sdk.Port{Name: p.Name, Owner: p.Owner}
+	out := sdk.Port{Name: p.Name, Owner: p.Owner, Exported: p.Exported}
 	if p.OFPort > 0 {
 		out.OFPort = uint32(p.OFPort)
 	}
@@ -131,6 +139,9 @@ func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {
 			return fmt.Errorf("%w: plugin %q: packet-out cannot use %s", sdk.ErrInvalid, s.name(), act)
 		}
 	}
+	if err := s.a.arb.CheckActions(s.name(), "packet-out", po.Actions); err != nil {
+		return err
+	}
 	s.a.mu.Lock()
 	c := s.a.bucketContext(s.name(), fields, p.Prefix)
 	s.a.mu.Unlock()
@@ -169,6 +180,8 @@ func (s *service) Synced(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		s.a.sweepIfAllSynced(ctx)
+		// The sync and the sweep's dump are over: hand their garbage back.
+		s.a.mem.afterBurst()
 	}()
 	return nil
 }

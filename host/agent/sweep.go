@@ -13,7 +13,7 @@ import (
 // Inspector reads the switch's tables back (*openflow.Conn). The foreign
 // sweep needs it; a switch without it is not swept.
 type Inspector interface {
-	DumpFlows(ctx context.Context, req openflow.FlowStatsRequest) ([]openflow.FlowStats, error)
+	DumpCookies(ctx context.Context, req openflow.FlowStatsRequest) ([]openflow.FlowCookie, error)
 	GroupDesc(ctx context.Context, id uint32) ([]openflow.GroupDesc, error)
 	MeterStats(ctx context.Context, id uint32) ([]openflow.MeterStats, error)
 }
@@ -56,12 +56,17 @@ func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
 	if !ok {
 		return res, nil
 	}
-	a.lay.Lock()
-	defer a.lay.Unlock()
-	flows, err := in.DumpFlows(ctx, openflow.FlowStatsRequest{Table: openflow.TableAll})
+	// Only cookies are read, and without the layout lock: plugins keep
+	// submitting while the switch streams a large table. What the dump
+	// shows is then judged against the arbiter under the lock, so a prefix
+	// or round that became live meanwhile is not deleted; a flow added
+	// after the dump is of a live round anyway.
+	flows, err := in.DumpCookies(ctx, openflow.FlowStatsRequest{Table: openflow.TableAll})
 	if err != nil {
 		return res, fmt.Errorf("dump flows: %w", err)
 	}
+	a.lay.Lock()
+	defer a.lay.Unlock()
 	type owner struct {
 		prefix, round uint16
 		whole         bool // every flow with this prefix (no plugin has it)
@@ -72,7 +77,7 @@ func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
 	live := a.store.OwnerRounds()
 	a.mu.Unlock()
 	for _, f := range flows {
-		c := f.Flow.Cookie
+		c := f.Cookie
 		if c == 0 {
 			zero++
 			continue

@@ -3,6 +3,7 @@ package openflow
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -464,6 +465,16 @@ func (s *session) readLoop(r *bufio.Reader) {
 			return
 		}
 		s.lastRx.Store(time.Now().UnixNano())
+		if s.wantsCookiesOnly(raw) {
+			h, m, err := DecodeFlowCookiesReply(raw)
+			if err != nil {
+				s.c.log.Warn("undecodable flow cookies reply from switch", "xid", h.Xid, "err", err)
+				s.deliver(h, nil, err)
+			} else {
+				s.deliver(h, m, nil)
+			}
+			continue
+		}
 		h, m, _, err := DecodeMessage(raw)
 		if err != nil {
 			s.c.log.Warn("undecodable message from switch", "type", typeName(h.Type), "xid", h.Xid, "err", err)
@@ -490,9 +501,28 @@ func (s *session) readLoop(r *bufio.Reader) {
 	}
 }
 
+// wantsCookiesOnly: raw is a multipart reply to a FlowCookiesRequest, to
+// be decoded only as far as its cookies.
+func (s *session) wantsCookiesOnly(raw []byte) bool {
+	if len(raw) < HeaderLen || raw[1] != typeMultipartReply {
+		return false
+	}
+	xid := binary.BigEndian.Uint32(raw[4:8])
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p := s.pending[xid]
+	if p == nil {
+		return false
+	}
+	_, ok := p.req.(*FlowCookiesRequest)
+	return ok
+}
+
 func multipartMore(m Message) (bool, bool) {
 	switch m := m.(type) {
 	case *FlowStatsReply:
+		return true, m.Flags&MultipartMore != 0
+	case *FlowCookiesReply:
 		return true, m.Flags&MultipartMore != 0
 	case *PortDescReply:
 		return true, m.Flags&MultipartMore != 0

@@ -22,6 +22,10 @@ import (
 // OwnerKey is the external_ids key naming the plugin that created a port.
 const OwnerKey = "switchyard-owner"
 
+// ExportedKey is the external_ids key ("true") of a port every plugin may
+// output to, not only its owner.
+const ExportedKey = "switchyard-exported"
+
 // ErrNoPort is returned for a port that does not exist.
 var ErrNoPort = errors.New("no such port")
 
@@ -251,6 +255,9 @@ type PortSpec struct {
 	ExternalIDs map[string]string
 	OFPort      uint32 // requested ofport, 0 = any
 	Owner       string
+	// Exported: every plugin may output to the port. Creating an existing
+	// port of the same owner updates it.
+	Exported bool
 }
 
 // PortInfo is a port as OVSDB reports it.
@@ -261,6 +268,7 @@ type PortInfo struct {
 	MAC         string
 	Error       string
 	Owner       string
+	Exported    bool
 	ExternalIDs map[string]string
 }
 
@@ -276,7 +284,7 @@ func (c *Client) iface(ctx context.Context, name string) (*vswitchd.Interface, e
 }
 
 func info(i *vswitchd.Interface) PortInfo {
-	p := PortInfo{Name: i.Name, Type: i.Type, Owner: i.ExternalIDs[OwnerKey], ExternalIDs: i.ExternalIDs}
+	p := PortInfo{Name: i.Name, Type: i.Type, Owner: i.ExternalIDs[OwnerKey], Exported: i.ExternalIDs[ExportedKey] == "true", ExternalIDs: i.ExternalIDs}
 	if i.Ofport != nil {
 		p.OFPort = *i.Ofport
 	}
@@ -328,7 +336,22 @@ func (c *Client) CreatePort(ctx context.Context, s PortSpec) error {
 		if o := cur.ExternalIDs[OwnerKey]; o != s.Owner {
 			return fmt.Errorf("port %q already exists and belongs to %q", s.Name, o)
 		}
-		return nil
+		if (cur.ExternalIDs[ExportedKey] == "true") == s.Exported {
+			return nil
+		}
+		// The owner changed its mind about exporting (an upgraded plugin).
+		ext := maps.Clone(cur.ExternalIDs)
+		if s.Exported {
+			ext[ExportedKey] = "true"
+		} else {
+			delete(ext, ExportedKey)
+		}
+		cur.ExternalIDs = ext
+		ops, err := c.c.Where(cur).Update(cur, &cur.ExternalIDs)
+		if err != nil {
+			return err
+		}
+		return c.transact(ctx, "update export of port "+s.Name, ops...)
 	}
 	br, err := c.getBridge(ctx)
 	if err != nil {
@@ -342,6 +365,9 @@ func (c *Client) CreatePort(ctx context.Context, s PortSpec) error {
 		ext = map[string]string{}
 	}
 	ext[OwnerKey] = s.Owner
+	if s.Exported {
+		ext[ExportedKey] = "true"
+	}
 	iface := &vswitchd.Interface{UUID: "iface", Name: s.Name, Type: s.Type, Options: s.Options, ExternalIDs: ext}
 	if s.OFPort != 0 {
 		n := int(s.OFPort)

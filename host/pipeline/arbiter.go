@@ -56,11 +56,14 @@ type Arbiter struct {
 	byID    map[uint8]*Table
 	plugins map[string]*Plugin
 	regs    [16]uint32 // allocated bits per register
+	// ports is shared by every clone: who owns a port does not depend on
+	// the layout.
+	ports *portBook
 }
 
 // New returns an empty layout with the well-known fields reserved.
 func New() *Arbiter {
-	a := &Arbiter{tables: map[string]*Table{}, byID: map[uint8]*Table{}, plugins: map[string]*Plugin{}}
+	a := &Arbiter{tables: map[string]*Table{}, byID: map[uint8]*Table{}, plugins: map[string]*Plugin{}, ports: &portBook{byNo: map[uint32]PortGrant{}}}
 	for _, b := range flow.WellKnownBits() {
 		a.regs[b.Reg] |= b.Mask()
 	}
@@ -68,7 +71,7 @@ func New() *Arbiter {
 }
 
 func (a *Arbiter) clone() *Arbiter {
-	c := &Arbiter{tables: map[string]*Table{}, byID: map[uint8]*Table{}, plugins: map[string]*Plugin{}, regs: a.regs}
+	c := &Arbiter{tables: map[string]*Table{}, byID: map[uint8]*Table{}, plugins: map[string]*Plugin{}, regs: a.regs, ports: a.ports}
 	for n, t := range a.tables {
 		tt := *t
 		c.tables[n] = &tt

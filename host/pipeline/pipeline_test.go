@@ -632,3 +632,102 @@ func TestResources(t *testing.T) {
 		t.Errorf("grants after restore (-want +got):\n%s", diff)
 	}
 }
+
+// pkt_mark and ct_label bits are granted like ct_mark bits, and an output
+// may go only to the plugin's own ports, exported ports, the host's ports,
+// reserved ports or numbers no port holds.
+func TestMarksLabelsAndPorts(t *testing.T) {
+	a := New()
+	tbl := func(name string) []sdk.Table {
+		return []sdk.Table{{Name: name, Pipeline: flow.PipelineIP, Stage: flow.StageRouting}}
+	}
+	if _, err := a.Register("a", tbl("a.t"), nil,
+		sdk.Resource{Kind: sdk.ResourcePktMark, Name: "a.egress_mark", Width: 4, Exported: true},
+		sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "a.rule", Width: 32},
+		sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "a.rule_hi", Width: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register("b", tbl("b.t"), nil, sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "b.label", Width: 16}); err != nil {
+		t.Fatal(err)
+	}
+	asgB, _ := a.Assignment("b")
+	// a holds label bits 0-31 and 32-95; b gets the next free run.
+	if g := asgB.Grants["b.label"]; g.Offset != 96 || g.Width != 16 {
+		t.Errorf("b.label granted %+v, want offset 96 width 16", g)
+	}
+	if m := asgB.Grants["b.label"].Mask128(); m != (flow.Uint128{Hi: 0xffff << 32}) {
+		t.Errorf("b.label mask %+v", m)
+	}
+	a.SetPort(5, PortGrant{Name: "pod-a", Owner: "a"})
+	a.SetPort(6, PortGrant{Name: "tun0", Owner: "a", Exported: true})
+	a.SetPort(7, PortGrant{Name: "gw0", Owner: HostOwner})
+	out := func(p uint32) []flow.Action { return []flow.Action{flow.Output(p)} }
+	cases := []struct {
+		name    string
+		owner   string
+		flow    flow.Flow
+		errIs   error
+		errText string // "" when allowed
+	}{
+		{"published pkt_mark bits", "b", flow.Flow{Table: "b.t", Priority: 1, Match: flow.Match{}.PktMark(1, 0xf)}, nil, ""},
+		{"pkt_mark bits beyond the grant", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: []flow.Action{flow.SetPktMark(0x10, 0x10)}}, sdk.ErrUnallocatedField,
+			`plugin "b": flow in table "b.t" uses pkt_mark bits 0x10, which was not granted to it; request a pkt_mark resource`},
+		{"whole pkt_mark write", "a", flow.Flow{Table: "a.t", Priority: 1, Actions: []flow.Action{flow.SetPktMark(1, 0xffffffff)}}, sdk.ErrUnallocatedField, `uses pkt_mark bits 0xfffffff0`},
+		{"move into granted pkt_mark bits", "a", flow.Flow{Table: "a.t", Priority: 1, Actions: []flow.Action{flow.Move(flow.Header(flow.MatchIPv4Src), flow.HeaderBits(flow.MatchPktMark, 0, 4))}}, nil, ""},
+		{"move into metadata", "a", flow.Flow{Table: "a.t", Priority: 1, Actions: []flow.Action{flow.Move(flow.Header(flow.MatchIPv4Src), flow.HeaderBits(flow.MatchMetadata, 8, 8))}}, sdk.ErrUnallocatedField, `uses metadata bits 0xff00`},
+		{"own high label bits", "a", flow.Flow{Table: "a.t", Priority: 1, Match: flow.Match{}.CTLabel(flow.Uint128{Hi: 1}, flow.Uint128{Hi: 0xffffffff})}, nil, ""},
+		{"another plugin's label bits", "b", flow.Flow{Table: "b.t", Priority: 1, Match: flow.Match{}.CTLabel(flow.Uint128{Lo: 1}, flow.Uint128{Lo: 0xff})}, sdk.ErrUnallocatedField, `uses ct_label bits 0xff, which was not granted`},
+		{"label commit beyond the grant", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Label: flow.Uint128{Hi: 1}, LabelMask: flow.Uint128{Hi: 0x1_0000_ffff}})}}, sdk.ErrUnallocatedField,
+			`uses ct_label bits 0xffff0000000000000000`},
+		{"own port", "a", flow.Flow{Table: "a.t", Priority: 1, Actions: out(5)}, nil, ""},
+		{"exported port", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: out(6)}, nil, ""},
+		{"host port", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: out(7)}, nil, ""},
+		{"reserved port", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: []flow.Action{flow.OutputInPort(), flow.Output(0xfffffffd)}}, nil, ""},
+		{"no such port", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: out(99)}, nil, ""},
+		{"another plugin's port", "b", flow.Flow{Table: "b.t", Priority: 1, Actions: out(5)}, sdk.ErrNotOwner,
+			`plugin "b": flow in table "b.t" outputs to port 5 ("pod-a"), which belongs to plugin "a" and is not exported; output only to your own ports, or have "a" create the port with PortRequest.Exported`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.flow
+			_, err := a.Resolve(tc.owner, &f)
+			if tc.errText == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.errIs) || !strings.Contains(err.Error(), tc.errText) {
+				t.Errorf("err = %v, want %v containing %q", err, tc.errIs, tc.errText)
+			}
+		})
+	}
+	// The same rules hold outside flows: group buckets and packet-outs.
+	if err := a.CheckActions("b", "packet-out", out(5)); !errors.Is(err, sdk.ErrNotOwner) || !strings.Contains(err.Error(), `packet-out outputs to port 5`) {
+		t.Errorf("packet-out to another plugin's port: %v", err)
+	}
+	// A deleted port is forgotten; a renumbered one follows its name.
+	a.ForgetPort("pod-a")
+	if err := a.CheckActions("b", "packet-out", out(5)); err != nil {
+		t.Errorf("after the port went: %v", err)
+	}
+	a.SetPort(8, PortGrant{Name: "tun0", Owner: "a"})
+	if err := a.CheckActions("b", "packet-out", out(6)); err != nil {
+		t.Errorf("old number of a renumbered port: %v", err)
+	}
+	if err := a.CheckActions("b", "group 1 bucket 0", out(8)); !errors.Is(err, sdk.ErrNotOwner) {
+		t.Errorf("bucket output to a no longer exported port: %v", err)
+	}
+	for _, bad := range []struct {
+		res  sdk.Resource
+		want string
+	}{
+		{sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "d.l", Width: 65}, `resource "d.l": ct_label width 65 must be 1-64`},
+		{sdk.Resource{Kind: sdk.ResourcePktMark, Name: "d.m", Width: 33}, `resource "d.m": pkt_mark width 33 must be 1-32`},
+		{sdk.Resource{Kind: 99, Name: "d.x", Width: 1}, `resource "d.x": unknown kind 99`},
+	} {
+		if _, err := a.Register("d", nil, nil, bad.res); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("bad request %+v: err = %v, want ErrInvalid containing %q", bad.res, err, bad.want)
+		}
+	}
+}

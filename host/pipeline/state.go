@@ -96,7 +96,7 @@ func Restore(s State) (*Arbiter, error) {
 			}
 			for _, o := range a.plugins {
 				for on, og := range o.Grants {
-					if on == n || (og.Kind == g.Kind && (og.Mask()&g.Mask() != 0 || (g.Kind == sdk.ResourceCTZone && og.Value == g.Value))) {
+					if on == n || (og.Kind == g.Kind && (overlaps(og, g) || (g.Kind == sdk.ResourceCTZone && og.Value == g.Value))) {
 						return nil, fmt.Errorf("state: plugin %q: resource %q collides with %q of plugin %q", ps.Name, n, on, o.Name)
 					}
 				}

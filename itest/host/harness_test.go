@@ -131,7 +131,7 @@ func (n *node) alpha() pluginEntry {
 }
 
 func (n *node) beta(extra map[string]any) pluginEntry {
-	c := map[string]any{"ports": n.portsConfig(), "foreignTable": "alpha.l2", "probe": true}
+	c := map[string]any{"ports": n.portsConfig(), "foreignTable": "alpha.l2", "foreignPort": n.pods[0].hostIf, "probe": true}
 	for k, v := range extra {
 		c[k] = v
 	}

@@ -178,6 +178,12 @@ func TestHostLifecycle(t *testing.T) {
 		if strings.Contains(string(log), "was NOT refused") {
 			t.Errorf("beta's foreign write went through")
 		}
+		// alpha created the pod ports without exporting them: beta may
+		// match on them but not output to them.
+		if want := `which belongs to plugin \"alpha\" and is not exported`; !strings.Contains(string(log), want) ||
+			!strings.Contains(string(log), "foreign port output refused as expected") {
+			t.Errorf("agent log lacks the refusal of beta's output to alpha's port:\n%s", n.agent.Tail(40))
+		}
 	})
 
 	t.Run("kill -9 a plugin: no packet lost, it resyncs, stale flows swept", func(t *testing.T) {

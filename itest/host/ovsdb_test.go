@@ -74,6 +74,16 @@ func TestOVSDBClient(t *testing.T) {
 		if err != nil || len(ps) != 1 || ps[0].Name != "p0" || ps[0].OFPort != 42 {
 			t.Errorf("Ports(alpha) = %+v, %v", ps, err)
 		}
+		// Re-creating it exported (an upgraded owner) exports it, and back.
+		for _, exported := range []bool{true, false} {
+			if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "p0", Type: "internal", Owner: "alpha", Exported: exported}); err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.Port(ctx, "p0")
+			if err != nil || p.Exported != exported || p.ExternalIDs["pod"] != "ns/a" {
+				t.Errorf("after re-creating with Exported=%v: %+v, %v", exported, p, err)
+			}
+		}
 	})
 
 	t.Run("a port vswitchd cannot open reports its error", func(t *testing.T) {

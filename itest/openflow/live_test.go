@@ -122,6 +122,19 @@ func TestInstallDumpDelete(t *testing.T) {
 		t.Fatalf("our flow stats differ from installed flows (-want +got):\n%s", diff)
 	}
 
+	// The cookie-only dump (the agent's foreign sweep) sees the same flows.
+	cookies, err := c.DumpCookies(ctxT(t, 20*time.Second), of.FlowStatsRequest{Table: of.TableAll})
+	if err != nil {
+		t.Fatalf("DumpCookies: %v", err)
+	}
+	var wantCookies []of.FlowCookie
+	for _, f := range got {
+		wantCookies = append(wantCookies, of.FlowCookie{Table: f.Table, Cookie: f.Cookie})
+	}
+	if diff := cmp.Diff(wantCookies, cookies); diff != "" {
+		t.Fatalf("DumpCookies differs from DumpFlows (-want +got):\n%s", diff)
+	}
+
 	// Flow stats filtered by table and cookie/mask.
 	got = dumpOurs(t, c, of.FlowStatsRequest{Table: 20, Cookie: 0x2_0000_0000, CookieMask: 0xffff_ffff_0000_0000})
 	var want []of.Flow

@@ -1,9 +1,11 @@
 package tunnel
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/probe"
 )
 
@@ -29,6 +31,10 @@ func TestCrossNodeGeneve(t *testing.T) {
 		t.Errorf("sy-tun0: %s, want a geneve port with key=flow, remote_ip=flow", got)
 	}
 
+	// The agent moved the node IP from eth0 onto br-phy, a netdev bridge
+	// with eth0 as its port (ovs-vsctl and ip as witnesses).
+	underlayOnBrPhy(t, n1)
+
 	v4 := podEndpoints(ps, false)
 	matrix(t, v4, v4, true, probe.ICMP, probe.TCP, probe.UDP, probe.SCTP)
 	v6 := podEndpoints(ps, true)
@@ -45,10 +51,34 @@ func TestCrossNodeGeneve(t *testing.T) {
 	// address the node's routing picks (the gateway's, for a pod), which
 	// the pod's connected socket ignores, with or without a tunnel.
 	matrix(t, nodes, v4, true, probe.ICMP, probe.TCP, probe.UDP)
+	// IPv6 too: the node's route to a remote IPv6 pod CIDR goes via the
+	// peer's gateway with a permanent neighbour entry.
+	matrix(t, nodes, v6, true, probe.ICMP, probe.TCP)
 	matrix(t, v4, nodes, true, probe.ICMP, probe.TCP)
+
+	// An agent restart finds br-phy in place and changes nothing.
+	e.agents[n1.Name].Restart(t)
+	e.waitSynced(t, n1)
+	underlayOnBrPhy(t, n1)
+	matrix(t, v4[:1], v4, true, probe.TCP)
 
 	// 1450 - 20 (IP) - 8 (ICMP) = 1422 bytes of payload, DF set.
 	if out, err := n1.Exec("ip", "netns", "exec", ps[0].NetNS, "ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1422", ps[1].IP().String()); err != nil {
 		t.Errorf("full-size ping with DF across the tunnel: %v\n%s", err, out)
+	}
+}
+
+func underlayOnBrPhy(t *testing.T, n *cluster.Node) {
+	t.Helper()
+	if dp := strings.TrimSpace(n.OVS.Vsctl(t, "get", "bridge", "br-phy", "datapath_type")); dp != "netdev" {
+		t.Errorf("%s: br-phy datapath_type %q, want netdev", n.Name, dp)
+	}
+	if ports := strings.Fields(n.OVS.Vsctl(t, "list-ports", "br-phy")); !slices.Equal(ports, []string{"eth0"}) {
+		t.Errorf("%s: br-phy ports %v, want [eth0]", n.Name, ports)
+	}
+	phy, _ := n.Exec("ip", "-4", "-o", "addr", "show", "dev", "br-phy")
+	eth, _ := n.Exec("ip", "-4", "-o", "addr", "show", "dev", "eth0")
+	if !strings.Contains(phy, n.UnderlayIP.String()+"/24") || strings.TrimSpace(eth) != "" {
+		t.Errorf("%s: node IP %s not moved from eth0 to br-phy:\nbr-phy: %s\neth0: %s", n.Name, n.UnderlayIP, phy, eth)
 	}
 }

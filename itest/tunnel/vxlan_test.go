@@ -1,10 +1,16 @@
 package tunnel
 
 import (
+	"context"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/probe"
@@ -15,7 +21,8 @@ import (
 // reaching a host outside the cluster is masqueraded to its node's IP,
 // while pod-to-pod and pod-to-node traffic keeps the pod's address; a 4th
 // node added at runtime becomes reachable, and deleting its Node removes
-// its flows (dump-flows) and routes (ip route) from the others.
+// its flows (dump-flows) and routes (ip route) from the others. In between,
+// an update of its InternalIP rewrites only the routing flow on the others.
 func TestVXLANMasqueradeAndNodeJoinLeave(t *testing.T) {
 	e := start(t, opts{nodes: 3, tunnel: map[string]any{"type": "vxlan"}})
 	n1, n2 := e.c.Nodes[0], e.c.Nodes[1]
@@ -66,9 +73,35 @@ func TestVXLANMasqueradeAndNodeJoinLeave(t *testing.T) {
 			t.Fatalf("node-1 does not route node-4's pod CIDR into the tunnel: flows %q, route %q", flows, route)
 		}
 
+		// An update changes only what differs: node-4 moves to another
+		// underlay address; node-1 rewrites the routing flow's tun_dst in
+		// place and leaves the ARP answer for node-4's gateway as it was.
+		arpBefore := flowLine(t, n1, "arp_tpa=10.244.4.1")
+		newIP := net.IPv4(198, 18, 0, 44).To4()
+		if _, err := n4.Exec("ip", "addr", "add", newIP.String()+"/24", "dev", "br-phy"); err != nil {
+			t.Fatalf("%v", err)
+		}
+		setInternalIP(t, e, n4, newIP)
+		err := testenv.Eventually("node-1 to follow node-4's new address", 20*time.Second, 100*time.Millisecond, func() error {
+			if f := peerFlows(t, n1, newIP); len(f) != 1 {
+				return errorf("flows to %s: %q", newIP, f)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if old := peerFlows(t, n1, n4.UnderlayIP); len(old) != 0 {
+			t.Errorf("node-1 still tunnels to node-4's old address: %q", old)
+		}
+		if arpAfter := flowLine(t, n1, "arp_tpa=10.244.4.1"); cookieDuration(arpAfter) < cookieDuration(arpBefore) {
+			t.Errorf("the ARP answer for node-4's gateway was re-installed by an update that did not change it:\nbefore %s\nafter  %s", arpBefore, arpAfter)
+		}
+		matrix(t, v4[:1], podEndpoints([]*cluster.Pod{p4}, false), true, probe.TCP)
+
 		e.c.DeleteNodeObject(t, n4)
-		err := testenv.Eventually("node-1 to forget node-4", 20*time.Second, 100*time.Millisecond, func() error {
-			if f, r := peerFlows(t, n1, n4.UnderlayIP), routeTo(t, n1, n4.PodCIDR); len(f) > 0 || r != "" {
+		err = testenv.Eventually("node-1 to forget node-4", 20*time.Second, 100*time.Millisecond, func() error {
+			if f, r := peerFlows(t, n1, newIP), routeTo(t, n1, n4.PodCIDR); len(f) > 0 || r != "" {
 				return errorf("flows %q, route %q", f, r)
 			}
 			return nil
@@ -81,8 +114,59 @@ func TestVXLANMasqueradeAndNodeJoinLeave(t *testing.T) {
 			t.Errorf("node-1 still answers ARP for node-4's gateway after the node was deleted")
 		}
 		matrix(t, v4[:1], podEndpoints([]*cluster.Pod{p4}, false), false, probe.TCP)
-		if log := e.agents[n1.Name].Log(); !strings.Contains(log, "peer node removed") || !strings.Contains(log, `"flows_deleted":2`) {
-			t.Errorf("node-1's agent log has no removal of node-4 in one batch of its 2 flows")
+		err = testenv.Eventually("node-1's log of node-4's removal", 10*time.Second, 100*time.Millisecond, func() error {
+			if log := e.agents[n1.Name].Log(); !strings.Contains(log, "peer node removed") || !strings.Contains(log, `"flows_deleted":2`) {
+				return errorf("node-1's agent log has no removal of node-4 in one batch of its 2 flows")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%v", err)
 		}
 	})
+}
+
+// setInternalIP replaces the InternalIP of n's Node object.
+func setInternalIP(t *testing.T, e *env, n *cluster.Node, ip net.IP) {
+	t.Helper()
+	ctx := context.Background()
+	obj, err := e.cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	for i, a := range obj.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			obj.Status.Addresses[i].Address = ip.String()
+		}
+	}
+	if _, err := e.cp.Client.CoreV1().Nodes().UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating Node %s: %v", n.Name, err)
+	}
+}
+
+// flowLine is the one br-int flow of n whose text contains s.
+func flowLine(t *testing.T, n *cluster.Node, s string) string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(n.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-flows", "br-int"), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("%s: want one flow with %q, have %q", n.Name, s, out)
+	}
+	return out[0]
+}
+
+var durationRE = regexp.MustCompile(`duration=([0-9.]+)s`)
+
+// cookieDuration is how long a dumped flow has been installed, in seconds.
+func cookieDuration(line string) float64 {
+	m := durationRE.FindStringSubmatch(line)
+	if m == nil {
+		return -1
+	}
+	d, _ := strconv.ParseFloat(m[1], 64)
+	return d
 }

@@ -43,6 +43,8 @@
 //     ConntrackState, so it meets every table from there on: netpol's
 //     ingress tables see it; egress tables should let it pass (the source
 //     node applied egress).
+//   - The tunnel port is exported (PortRequest.Exported): another feature
+//     may output to it after setting tun_dst itself.
 //   - Leaving for a peer: after Switching, sdk.target_ofport holds the
 //     tunnel port's number (Host.Port("sy-tun0"), or the configured `port`)
 //     and eth_dst is flows.RemoteMAC (0a:58:ff:ff:ff:fe). netpol's

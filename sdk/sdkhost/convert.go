@@ -69,7 +69,7 @@ func toPBNodeEvent(r sdk.NodeEventRequest) *pb.NodeEventRequest {
 }
 
 func toPBPort(p sdk.Port) *pb.Port {
-	return &pb.Port{Name: p.Name, Ofport: p.OFPort, Mac: p.MAC, Owner: p.Owner}
+	return &pb.Port{Name: p.Name, Ofport: p.OFPort, Mac: p.MAC, Owner: p.Owner, Exported: p.Exported}
 }
 
 func fromPBTable(t *pb.Table) (sdk.Table, error) {
@@ -100,7 +100,7 @@ func fromPBDescribeResponse(r *pb.DescribeResponse) (*sdk.DescribeResponse, []sd
 		out.Fields = append(out.Fields, fromproto.Field(f))
 	}
 	for _, rs := range r.GetResources() {
-		if rs.GetKind() == 0 || rs.GetKind() > uint32(sdk.ResourceMetadata) || rs.GetWidth() > 64 {
+		if rs.GetKind() == 0 || rs.GetKind() > uint32(sdk.ResourceMaxKind) || rs.GetWidth() > 64 {
 			return nil, nil, fmt.Errorf("resource %q: unknown kind %d or width %d over 64", rs.GetName(), rs.GetKind(), rs.GetWidth())
 		}
 		out.Resources = append(out.Resources, sdk.Resource{Kind: sdk.ResourceKind(rs.GetKind()), Name: rs.GetName(), Width: uint8(rs.GetWidth()), Exported: rs.GetExported()})
@@ -156,7 +156,7 @@ func fromPBCNIAddResponse(r *pb.CNIAddResponse) (*sdk.CNIAddResponse, error) {
 }
 
 func fromPBPortRequest(r *pb.PortRequest) sdk.PortRequest {
-	return sdk.PortRequest{Name: r.GetName(), Type: r.GetType(), Options: r.GetOptions(), ExternalIDs: r.GetExternalIds(), OFPort: r.GetOfport()}
+	return sdk.PortRequest{Name: r.GetName(), Type: r.GetType(), Options: r.GetOptions(), ExternalIDs: r.GetExternalIds(), OFPort: r.GetOfport(), Exported: r.GetExported()}
 }
 
 func fromPBPacketOut(p *pb.PacketOutRequest) sdk.PacketOut {

@@ -129,7 +129,10 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	if mtu == 0 {
 		mtu = nodePodMTU(req.Node)
 	}
-	gwPort, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Gateway, Type: "internal",
+	// The gateway is exported: other features (the tunnel delivering to
+	// the node, egress, service) send packets to it too. Pod ports stay
+	// podnet's own.
+	gwPort, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Gateway, Type: "internal", Exported: true,
 		ExternalIDs: map[string]string{"switchyard.dev/role": "gateway"}})
 	if err != nil {
 		al.Close()

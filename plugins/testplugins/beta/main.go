@@ -99,6 +99,18 @@ func (bt *beta) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRes
 			h.Logger().Error("foreign table write was NOT refused", "table", cfg.ForeignTable, "error", err)
 		}
 	}
+	if cfg.ForeignPort != "" {
+		port, err := h.Port(ctx, cfg.ForeignPort)
+		if err == nil {
+			err = h.Apply(ctx, flow.NewBatch().AddFlows(flow.Flow{Table: tIngress, Priority: 2, Actions: []flow.Action{flow.Output(port.OFPort)}}))
+		}
+		switch {
+		case errors.Is(err, sdk.ErrNotOwner):
+			h.Logger().Info("foreign port output refused as expected", "port", cfg.ForeignPort, "owner", port.Owner, "error", err)
+		default:
+			h.Logger().Error("foreign port output was NOT refused", "port", cfg.ForeignPort, "error", err)
+		}
+	}
 	if cfg.Flows > 0 {
 		if err := fill(ctx, h, cfg.Flows, cfg.Batch); err != nil {
 			return err

@@ -114,9 +114,10 @@ type Tunnel struct {
 	gw    netlink.Link
 	// peers are the installed peers, by name; seen are those a node event
 	// of this incarnation confirmed.
-	peers map[string]flows.Peer
-	seen  map[string]bool
-	stop  chan struct{}
+	peers    map[string]flows.Peer
+	seen     map[string]bool
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 var (
@@ -159,7 +160,9 @@ func (t *Tunnel) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	if err := hostnet.EnableForwarding(); err != nil {
 		return err
 	}
-	port, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Port, Type: cfg.Type,
+	// Exported: other features (egress, service) may send into the tunnel
+	// too, with tun_dst set.
+	port, err := req.Host.CreatePort(ctx, sdk.PortRequest{Name: cfg.Port, Type: cfg.Type, Exported: true,
 		Options:     map[string]string{"remote_ip": "flow", "key": "flow"},
 		ExternalIDs: map[string]string{"switchyard.dev/role": "tunnel"}})
 	if err != nil {
@@ -222,7 +225,7 @@ func localOf(ofport uint32, n sdk.NodeFacts, gw netlink.Link) flows.Local {
 // Stop leaves flows, routes and masquerade in place: a restarted plugin
 // takes them over, and traffic keeps flowing meanwhile.
 func (t *Tunnel) Stop(context.Context, sdk.StopRequest, *sdk.StopResponse) error {
-	close(t.stop)
+	t.stopOnce.Do(func() { close(t.stop) })
 	return nil
 }
 
@@ -371,7 +374,8 @@ func (t *Tunnel) addRoutes(p flows.Peer) error {
 
 func (t *Tunnel) applyMasq() error {
 	if !t.cfg.masquerade() {
-		return nil
+		// Turned off in the config: drop what an earlier incarnation made.
+		return hostnet.Remove()
 	}
 	m := hostnet.Masq{PodCIDRs: t.facts.PodCIDRs, Gateway: t.cfg.Gateway}
 	m.Keep = append(m.Keep, t.facts.PodCIDRs...)

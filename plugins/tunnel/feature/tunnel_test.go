@@ -83,3 +83,20 @@ func TestNodeChangesOnlyTheDifference(t *testing.T) {
 		t.Errorf("delete (-want +got):\n%s", d)
 	}
 }
+
+// FuzzParseConfig: any bytes give a valid config or an error, never a
+// panic, and a valid config names a known encapsulation.
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{``, `null`, `{"type":"vxlan","ipv6Underlay":true}`, `{"type":"gre"}`, `{"masquerade":false,"port":"x"}`, `[1]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig(b)
+		if err != nil {
+			return
+		}
+		if c.Type != "geneve" && c.Type != "vxlan" || c.Port == "" || len(c.Port) > 15 || (c.Overhead() != 50 && c.Overhead() != 70) {
+			t.Fatalf("ParseConfig(%q) accepted %+v", b, c)
+		}
+	})
+}

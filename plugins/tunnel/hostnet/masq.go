@@ -3,6 +3,7 @@ package hostnet
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -45,11 +46,11 @@ func Apply(m Masq) error {
 				if dst.Addr().Is4() != src.Addr().Is4() {
 					continue
 				}
-				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slicesConcat(
+				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(
 					matchPrefix(src, true), matchPrefix(dst, false),
 					[]expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}})})
 			}
-			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slicesConcat(
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(
 				matchPrefix(src, true),
 				[]expr.Any{
 					&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
@@ -107,12 +108,4 @@ func ifname(s string) []byte {
 	b := make([]byte, 16)
 	copy(b, s)
 	return b
-}
-
-func slicesConcat(parts ...[]expr.Any) []expr.Any {
-	var out []expr.Any
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
 }

@@ -22,7 +22,8 @@ func Fields() []flow.Field { return []flow.Field{Mark, Mark2, Port, Addr} }
 
 // Resources are the shared resources the samples use, for a plugin that
 // registers first on a fresh host: ct zones 1 to 8 (the samples use 5 and
-// 7), all 32 bits of ct_mark and all 64 bits of metadata.
+// 7), all 32 bits of ct_mark and of pkt_mark, all 64 bits of metadata and
+// all 128 bits of ct_label (two grants of 64).
 func Resources() []sdk.Resource {
 	var rs []sdk.Resource
 	for i := range 8 {
@@ -30,7 +31,10 @@ func Resources() []sdk.Resource {
 	}
 	return append(rs,
 		sdk.Resource{Kind: sdk.ResourceCTMark, Name: "flowtest.ct_mark", Width: 32},
-		sdk.Resource{Kind: sdk.ResourceMetadata, Name: "flowtest.metadata", Width: 64})
+		sdk.Resource{Kind: sdk.ResourceMetadata, Name: "flowtest.metadata", Width: 64},
+		sdk.Resource{Kind: sdk.ResourcePktMark, Name: "flowtest.pkt_mark", Width: 32},
+		sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "flowtest.ct_label_lo", Width: 64},
+		sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "flowtest.ct_label_hi", Width: 64})
 }
 
 // Named is a sample with a name for subtests.

@@ -3064,6 +3064,7 @@ type PortRequest struct {
 	Options       map[string]string      `protobuf:"bytes,3,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	ExternalIds   map[string]string      `protobuf:"bytes,4,rep,name=external_ids,json=externalIds,proto3" json:"external_ids,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Ofport        uint32                 `protobuf:"varint,5,opt,name=ofport,proto3" json:"ofport,omitempty"`
+	Exported      bool                   `protobuf:"varint,6,opt,name=exported,proto3" json:"exported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3133,6 +3134,13 @@ func (x *PortRequest) GetOfport() uint32 {
 	return 0
 }
 
+func (x *PortRequest) GetExported() bool {
+	if x != nil {
+		return x.Exported
+	}
+	return false
+}
+
 type PortName struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3183,6 +3191,7 @@ type Port struct {
 	Ofport        uint32                 `protobuf:"varint,2,opt,name=ofport,proto3" json:"ofport,omitempty"`
 	Mac           []byte                 `protobuf:"bytes,3,opt,name=mac,proto3" json:"mac,omitempty"`
 	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Exported      bool                   `protobuf:"varint,5,opt,name=exported,proto3" json:"exported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3243,6 +3252,13 @@ func (x *Port) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *Port) GetExported() bool {
+	if x != nil {
+		return x.Exported
+	}
+	return false
 }
 
 type PacketOutRequest struct {
@@ -4452,13 +4468,14 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06meters\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.MeterR\x06meters\" \n" +
 	"\bRawBatch\x12\x14\n" +
 	"\x05batch\x18\x01 \x01(\fR\x05batch\"\x0f\n" +
-	"\rApplyResponse\"\xea\x02\n" +
+	"\rApplyResponse\"\x86\x03\n" +
 	"\vPortRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12H\n" +
 	"\aoptions\x18\x03 \x03(\v2..switchyard.plugin.v1.PortRequest.OptionsEntryR\aoptions\x12U\n" +
 	"\fexternal_ids\x18\x04 \x03(\v22.switchyard.plugin.v1.PortRequest.ExternalIdsEntryR\vexternalIds\x12\x16\n" +
-	"\x06ofport\x18\x05 \x01(\rR\x06ofport\x1a:\n" +
+	"\x06ofport\x18\x05 \x01(\rR\x06ofport\x12\x1a\n" +
+	"\bexported\x18\x06 \x01(\bR\bexported\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -4466,12 +4483,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
 	"\bPortName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"v\n" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06ofport\x18\x02 \x01(\rR\x06ofport\x12\x10\n" +
 	"\x03mac\x18\x03 \x01(\fR\x03mac\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"\xb6\x01\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1a\n" +
+	"\bexported\x18\x05 \x01(\bR\bexported\"\xb6\x01\n" +
 	"\x10PacketOutRequest\x12\x17\n" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +

@@ -23,6 +23,9 @@ type Config struct {
 	// ForeignTable, if set, is a table of another plugin the plugin tries to
 	// write into; the host must refuse it.
 	ForeignTable string `json:"foreignTable"`
+	// ForeignPort, if set, is a port of another plugin (not exported) the
+	// plugin tries to output to; the host must refuse it.
+	ForeignPort string `json:"foreignPort"`
 	// Probe installs a per-incarnation flow so tests can see stale flows swept.
 	Probe bool `json:"probe"`
 	// Flows adds this many filler flows (benchmarks).
