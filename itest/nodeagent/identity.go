@@ -37,10 +37,6 @@ const agentNamespace = "kube-system"
 // namespace (forwarded to the root namespace's loopback).
 const inNodeAPIServer = "127.0.0.1:6443"
 
-// inNodeController is where switchyard-controller is reachable inside a
-// node's namespace.
-const inNodeController = "127.0.0.1:10349"
-
 // identity is what an agent pod holds: a kubeconfig naming the apiserver
 // as seen from the node, and its pod-bound ServiceAccount token.
 type identity struct {
@@ -134,7 +130,7 @@ func makeIdentity(t testenv.T, cp *controlplane.ControlPlane, n *cluster.Node, d
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	forwarded(t, n, inNodeAPIServer, u.Host)
+	forwarded(t, n, u.Host)
 	ca, err := os.ReadFile(cp.CAFile)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -143,17 +139,16 @@ func makeIdentity(t testenv.T, cp *controlplane.ControlPlane, n *cluster.Node, d
 	return id
 }
 
-// forwarded makes target (the apiserver, the controller) reachable in the
-// node at listen, once per node.
-func forwarded(t testenv.T, n *cluster.Node, listen, target string) {
+// forwarded makes the apiserver reachable in the node once per node.
+func forwarded(t testenv.T, n *cluster.Node, target string) {
 	t.Helper()
-	key := n.NetNS + "|" + listen + "|" + target
+	key := n.NetNS + "|" + target
 	fwdMu.Lock()
 	defer fwdMu.Unlock()
 	if fwd[key] {
 		return
 	}
-	cluster.Forward(t, n.NetNS, listen, target)
+	cluster.Forward(t, n.NetNS, inNodeAPIServer, target)
 	fwd[key] = true
 	t.Cleanup(func() {
 		fwdMu.Lock()
