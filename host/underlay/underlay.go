@@ -38,7 +38,7 @@ func Setup(ctx context.Context, db Bridger, s Spec, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("underlay: %w", err)
 	}
-	br, err := waitLink(ctx, s.Bridge)
+	br, err := waitLink(ctx, s.Bridge, uplink.Attrs().HardwareAddr.String())
 	if err != nil {
 		return err
 	}
@@ -57,16 +57,23 @@ func Setup(ctx context.Context, db Bridger, s Spec, log *slog.Logger) error {
 	return nil
 }
 
-// waitLink waits for ovs-vswitchd to create the bridge's internal device.
-func waitLink(ctx context.Context, name string) (netlink.Link, error) {
+// waitLink waits for ovs-vswitchd to create the bridge's internal device
+// and give it the uplink's MAC (other_config:hwaddr). Only then may routes
+// move onto it: ovs-vswitchd sets a tap device's MAC by taking it down and
+// up again, and the kernel drops every static route of a device that goes
+// down.
+func waitLink(ctx context.Context, name, mac string) (netlink.Link, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l, err := netlink.LinkByName(name)
-		if err == nil {
+		if err == nil && l.Attrs().HardwareAddr.String() == mac {
 			return l, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("underlay: device %s did not appear within 10s after creating its bridge (is ovs-vswitchd running?): %w", name, err)
+			if err == nil {
+				err = fmt.Errorf("its MAC is %s, not the uplink's %s", l.Attrs().HardwareAddr, mac)
+			}
+			return nil, fmt.Errorf("underlay: device %s was not ready within 10s after creating its bridge (is ovs-vswitchd running?): %w", name, err)
 		}
 		select {
 		case <-ctx.Done():
