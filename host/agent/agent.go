@@ -254,6 +254,9 @@ func (a *Agent) loadPorts(ctx context.Context) error {
 // a.mu (to read a.arb), never the layout lock, so a CNI ADD recording its
 // pod's port does not wait for another plugin's batch.
 func (a *Agent) recordPort(no uint32, g pipeline.PortGrant) {
+	if g.Owner == ovsdb.HostOwner {
+		g.Owner = "" // the host's own: every plugin may use it
+	}
 	a.mu.Lock()
 	arb := a.arb
 	a.mu.Unlock()

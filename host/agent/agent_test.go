@@ -169,7 +169,23 @@ func (d *fakeDB) SetFlowRestoreWait(context.Context, bool) error { return nil }
 
 func newTestAgent(t *testing.T) (*Agent, *fakeSwitch, *fakeDB) {
 	t.Helper()
-	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: t.TempDir(), Node: config.Node{MTU: 1500}}
+	return newTestAgentIn(t, t.TempDir())
+}
+
+// restartedAgent is a new agent process on an existing run dir: it loads
+// the layout an earlier one persisted there.
+func restartedAgent(t *testing.T, dir string) (*Agent, *fakeSwitch) {
+	t.Helper()
+	a, sw, _ := newTestAgentIn(t, dir)
+	if err := a.loadLayout(); err != nil {
+		t.Fatal(err)
+	}
+	return a, sw
+}
+
+func newTestAgentIn(t *testing.T, dir string) (*Agent, *fakeSwitch, *fakeDB) {
+	t.Helper()
+	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: dir, Node: config.Node{MTU: 1500}}
 	sw := &fakeSwitch{events: make(chan openflow.Event)}
 	db := &fakeDB{ports: map[string]ovsdb.PortInfo{}}
 	a, err := New(cfg, sw, db, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -295,18 +311,7 @@ func TestSyncSweepsStaleRounds(t *testing.T) {
 func TestSyncSweepsRoundsOfAnEarlierAgentByCookie(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	start := func() (*Agent, *fakeSwitch) {
-		cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: dir, Node: config.Node{MTU: 1500}}
-		sw := &fakeSwitch{events: make(chan openflow.Event)}
-		a, err := New(cfg, sw, &fakeDB{ports: map[string]ovsdb.PortInfo{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.loadLayout(); err != nil {
-			t.Fatal(err)
-		}
-		return a, sw
-	}
+	start := func() (*Agent, *fakeSwitch) { return restartedAgent(t, dir) }
 	a1, _ := start()
 	register(t, a1, "a", tVal)
 	if err := a1.Apply(ctx, "a", flow.NewBatch().AddFlows(flow.Flow{Table: "a.val", Priority: 5, Match: flow.Match{}.InPort(1)}), config.Limits{}); err != nil {

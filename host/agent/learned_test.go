@@ -2,13 +2,10 @@ package agent
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/openflow"
-	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/host/pipeline"
 	"switchyard.dev/switchyard/sdk/flow"
 )
@@ -41,18 +38,7 @@ func TestSparedBySweep(t *testing.T) {
 func TestLearnedFlowsSurviveSynced(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	start := func() (*Agent, *fakeSwitch) {
-		cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: dir, Node: config.Node{MTU: 1500}}
-		sw := &fakeSwitch{events: make(chan openflow.Event)}
-		a, err := New(cfg, sw, &fakeDB{ports: map[string]ovsdb.PortInfo{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.loadLayout(); err != nil {
-			t.Fatal(err)
-		}
-		return a, sw
-	}
+	start := func() (*Agent, *fakeSwitch) { return restartedAgent(t, dir) }
 	learner := flow.Flow{Table: "a.val", Priority: 5, Tag: 0x42, Match: flow.Match{}.TCP4().TCPDst(80), Actions: []flow.Action{
 		flow.Learn(flow.ActLearn{Table: "a.val", Priority: 200, IdleTimeout: 60, Specs: []flow.LearnSpec{
 			flow.LearnMatchValue(flow.Header(flow.MatchEthType), 0x800), flow.LearnMatchPacket(flow.Header(flow.MatchIPv4Src))}})}}

@@ -781,82 +781,48 @@ func (c *Conn) multipart(ctx context.Context, m Message) ([]Message, error) {
 	return []Message{rep}, nil
 }
 
-// DumpFlows returns the flows selected by req (use Table: TableAll for all
-// tables), in the order the switch reports them.
-func (c *Conn) DumpFlows(ctx context.Context, req FlowStatsRequest) ([]FlowStats, error) {
-	parts, err := c.multipart(ctx, &req)
+// collect runs a multipart request and joins the items of its reply
+// parts, refusing a part of another type (what names the request).
+func collect[R Message, T any](ctx context.Context, c *Conn, req Message, what string, items func(R) []T) ([]T, error) {
+	parts, err := c.multipart(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	var out []FlowStats
+	var out []T
 	for _, p := range parts {
-		r, ok := p.(*FlowStatsReply)
+		r, ok := p.(R)
 		if !ok {
-			return nil, fmt.Errorf("flow stats: unexpected reply %T", p)
+			return nil, fmt.Errorf("%s: unexpected reply %T", what, p)
 		}
-		out = append(out, r.Flows...)
+		out = append(out, items(r)...)
 	}
 	return out, nil
+}
+
+// DumpFlows returns the flows selected by req (use Table: TableAll for all
+// tables), in the order the switch reports them.
+func (c *Conn) DumpFlows(ctx context.Context, req FlowStatsRequest) ([]FlowStats, error) {
+	return collect(ctx, c, &req, "flow stats", func(r *FlowStatsReply) []FlowStats { return r.Flows })
 }
 
 // PortDesc returns every port of the bridge.
 func (c *Conn) PortDesc(ctx context.Context) ([]Port, error) {
-	parts, err := c.multipart(ctx, &PortDescRequest{})
-	if err != nil {
-		return nil, err
-	}
-	var out []Port
-	for _, p := range parts {
-		if r, ok := p.(*PortDescReply); ok {
-			out = append(out, r.Ports...)
-		}
-	}
-	return out, nil
+	return collect(ctx, c, &PortDescRequest{}, "port desc", func(r *PortDescReply) []Port { return r.Ports })
 }
 
 // GroupDesc returns the groups (GroupAll for every group).
 func (c *Conn) GroupDesc(ctx context.Context, id uint32) ([]GroupDesc, error) {
-	parts, err := c.multipart(ctx, &GroupDescRequest{GroupID: id})
-	if err != nil {
-		return nil, err
-	}
-	var out []GroupDesc
-	for _, p := range parts {
-		if r, ok := p.(*GroupDescReply); ok {
-			out = append(out, r.Groups...)
-		}
-	}
-	return out, nil
+	return collect(ctx, c, &GroupDescRequest{GroupID: id}, "group desc", func(r *GroupDescReply) []GroupDesc { return r.Groups })
 }
 
 // MeterStats returns meter statistics (MeterAll for every meter).
 func (c *Conn) MeterStats(ctx context.Context, id uint32) ([]MeterStats, error) {
-	parts, err := c.multipart(ctx, &MeterStatsRequest{MeterID: id})
-	if err != nil {
-		return nil, err
-	}
-	var out []MeterStats
-	for _, p := range parts {
-		if r, ok := p.(*MeterStatsReply); ok {
-			out = append(out, r.Meters...)
-		}
-	}
-	return out, nil
+	return collect(ctx, c, &MeterStatsRequest{MeterID: id}, "meter stats", func(r *MeterStatsReply) []MeterStats { return r.Meters })
 }
 
 // GroupStats returns group counters (GroupAll for every group).
 func (c *Conn) GroupStats(ctx context.Context, id uint32) ([]GroupStats, error) {
-	parts, err := c.multipart(ctx, &GroupStatsRequest{GroupID: id})
-	if err != nil {
-		return nil, err
-	}
-	var out []GroupStats
-	for _, p := range parts {
-		if r, ok := p.(*GroupStatsReply); ok {
-			out = append(out, r.Groups...)
-		}
-	}
-	return out, nil
+	return collect(ctx, c, &GroupStatsRequest{GroupID: id}, "group stats", func(r *GroupStatsReply) []GroupStats { return r.Groups })
 }
 
 var bundleIDs atomic.Uint32

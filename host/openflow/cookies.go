@@ -83,17 +83,5 @@ func DecodeFlowCookiesReply(b []byte) (Header, *FlowCookiesReply, error) {
 // DumpCookies returns the table and cookie of every flow req selects, in
 // the order the switch reports them.
 func (c *Conn) DumpCookies(ctx context.Context, req FlowStatsRequest) ([]FlowCookie, error) {
-	parts, err := c.multipart(ctx, &FlowCookiesRequest{req})
-	if err != nil {
-		return nil, err
-	}
-	var out []FlowCookie
-	for _, p := range parts {
-		r, ok := p.(*FlowCookiesReply)
-		if !ok {
-			return nil, fmt.Errorf("flow cookies: unexpected reply %T", p)
-		}
-		out = append(out, r.Cookies...)
-	}
-	return out, nil
+	return collect(ctx, c, &FlowCookiesRequest{req}, "flow cookies", func(r *FlowCookiesReply) []FlowCookie { return r.Cookies })
 }

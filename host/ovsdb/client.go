@@ -22,6 +22,10 @@ import (
 // OwnerKey is the external_ids key naming the plugin that created a port.
 const OwnerKey = "switchyard-owner"
 
+// HostOwner is the owner recorded on what the agent creates itself (the
+// bridges, the underlay uplink), not a plugin.
+const HostOwner = "switchyard-agent"
+
 // ExportedKey is the external_ids key ("true") of a port every plugin may
 // output to, not only its owner.
 const ExportedKey = "switchyard-exported"
@@ -123,6 +127,20 @@ func (c *Client) getBridge(ctx context.Context) (*vswitchd.Bridge, error) {
 	return b, nil
 }
 
+// addBridge creates nb and the rows it refers to (its ports and their
+// interfaces) and adds it to the switch, in one transaction.
+func (c *Client) addBridge(ctx context.Context, root *vswitchd.OpenvSwitch, nb *vswitchd.Bridge, rows ...model.Model) error {
+	ops, err := c.c.Create(append(rows, nb)...)
+	if err != nil {
+		return err
+	}
+	mut, err := c.c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{nb.UUID}})
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, "create bridge "+nb.Name, append(ops, mut...)...)
+}
+
 // EnsureBridge creates the bridge if missing and fixes its datapath type,
 // fail mode and protocols if they drifted.
 func (c *Client) EnsureBridge(ctx context.Context, datapathType string) error {
@@ -140,16 +158,8 @@ func (c *Client) EnsureBridge(ctx context.Context, datapathType string) error {
 		iface := &vswitchd.Interface{UUID: "iface", Name: c.bridge, Type: "internal"}
 		port := &vswitchd.Port{UUID: "port", Name: c.bridge, Interfaces: []string{iface.UUID}}
 		nb := &vswitchd.Bridge{UUID: "bridge", Name: c.bridge, Ports: []string{port.UUID}, DatapathType: datapathType,
-			FailMode: &secure, Protocols: protocols, ExternalIDs: map[string]string{OwnerKey: "switchyard-agent"}}
-		ops, err := c.c.Create(iface, port, nb)
-		if err != nil {
-			return err
-		}
-		mut, err := c.c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{nb.UUID}})
-		if err != nil {
-			return err
-		}
-		if err := c.transact(ctx, "create bridge "+c.bridge, append(ops, mut...)...); err != nil {
+			FailMode: &secure, Protocols: protocols, ExternalIDs: map[string]string{OwnerKey: HostOwner}}
+		if err := c.addBridge(ctx, root, nb, iface, port); err != nil {
 			return err
 		}
 		c.log.Info("created bridge", "bridge", c.bridge, "datapath_type", datapathType)

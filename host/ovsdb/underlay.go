@@ -59,7 +59,7 @@ func (c *Client) EnsureUnderlayBridge(ctx context.Context, s UnderlaySpec) error
 	} else if !errors.Is(err, client.ErrNotFound) {
 		return err
 	}
-	iface := &vswitchd.Interface{UUID: "uplink_iface", Name: s.Uplink, ExternalIDs: map[string]string{OwnerKey: "switchyard-agent"}}
+	iface := &vswitchd.Interface{UUID: "uplink_iface", Name: s.Uplink, ExternalIDs: map[string]string{OwnerKey: HostOwner}}
 	port := &vswitchd.Port{UUID: "uplink_port", Name: s.Uplink, Interfaces: []string{iface.UUID}}
 	ops, err := c.c.Create(iface, port)
 	if err != nil {
@@ -78,7 +78,7 @@ func (c *Client) createUnderlay(ctx context.Context, s UnderlaySpec) error {
 	if err != nil {
 		return err
 	}
-	owner := map[string]string{OwnerKey: "switchyard-agent"}
+	owner := map[string]string{OwnerKey: HostOwner}
 	local := &vswitchd.Interface{UUID: "local_iface", Name: s.Bridge, Type: "internal", ExternalIDs: owner}
 	if s.MTU > 0 {
 		mtu := s.MTU
@@ -92,15 +92,7 @@ func (c *Client) createUnderlay(ctx context.Context, s UnderlaySpec) error {
 	if s.HWAddr != "" {
 		nb.OtherConfig = map[string]string{"hwaddr": s.HWAddr}
 	}
-	ops, err := c.c.Create(local, localPort, up, upPort, nb)
-	if err != nil {
-		return err
-	}
-	mut, err := c.c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{nb.UUID}})
-	if err != nil {
-		return err
-	}
-	if err := c.transact(ctx, "create underlay bridge "+s.Bridge, append(ops, mut...)...); err != nil {
+	if err := c.addBridge(ctx, root, nb, local, localPort, up, upPort); err != nil {
 		return err
 	}
 	c.log.Info("created the underlay bridge", "bridge", s.Bridge, "uplink", s.Uplink, "datapath_type", s.DatapathType, "hwaddr", s.HWAddr)

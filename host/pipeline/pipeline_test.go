@@ -660,7 +660,7 @@ func TestMarksLabelsAndPorts(t *testing.T) {
 	}
 	a.SetPort(5, PortGrant{Name: "pod-a", Owner: "a"})
 	a.SetPort(6, PortGrant{Name: "tun0", Owner: "a", Exported: true})
-	a.SetPort(7, PortGrant{Name: "gw0", Owner: HostOwner})
+	a.SetPort(7, PortGrant{Name: "gw0"}) // the host's own
 	out := func(p uint32) []flow.Action { return []flow.Action{flow.Output(p)} }
 	cases := []struct {
 		name    string

@@ -9,17 +9,13 @@ import (
 )
 
 // PortGrant is who may output to an OpenFlow port: its owner (the plugin
-// that created it through the host; "" or HostOwner for the host's own
-// ports), and everyone if it is exported.
+// that created it through the host; "" for the host's own ports, which
+// everyone may use), and everyone if it is exported.
 type PortGrant struct {
 	Name     string
 	Owner    string
 	Exported bool
 }
-
-// HostOwner is the owner the host records on the ports and bridge it
-// creates itself (the gateway, br-int). Every plugin may output to them.
-const HostOwner = "switchyard-agent"
 
 // reservedPorts starts the OpenFlow reserved port numbers (IN_PORT, TABLE,
 // NORMAL, FLOOD, ALL, CONTROLLER, LOCAL, ANY), which every plugin may use.
@@ -75,7 +71,7 @@ func (a *Arbiter) checkOutput(owner, where string, no uint32) error {
 	a.ports.mu.RLock()
 	g, known := a.ports.byNo[no]
 	a.ports.mu.RUnlock()
-	if !known || g.Exported || g.Owner == owner || g.Owner == "" || g.Owner == HostOwner {
+	if !known || g.Exported || g.Owner == owner || g.Owner == "" {
 		return nil
 	}
 	return fmt.Errorf("%w: plugin %q: %s outputs to port %d (%q), which belongs to plugin %q and is not exported; output only to your own ports, or have %q create the port with PortRequest.Exported",
