@@ -397,7 +397,17 @@ func flowCountBound(t *testing.T, e *Env) {
 		}
 		return c
 	}
+	// The previous case's flows may still be on their way out: count
+	// from a settled switch.
 	before := count()
+	for stable, deadline := 0, time.Now().Add(10*time.Second); stable < 3 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		if c := count(); c == before {
+			stable++
+		} else {
+			before, stable = c, 0
+		}
+	}
 	np := Policy(ns, "big", Labels("app", "fc"))
 	var peers []networkingv1.NetworkPolicyPeer
 	for i := range n {
@@ -417,7 +427,7 @@ func flowCountBound(t *testing.T, e *Env) {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("%v", err)
+		t.Fatalf("%v\n%s", err, e.agentLogs(20))
 	}
 	time.Sleep(500 * time.Millisecond)
 	got = count() - before

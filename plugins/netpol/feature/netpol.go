@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,7 +104,7 @@ func (p *Netpol) Describe(_ context.Context, _ sdk.DescribeRequest, resp *sdk.De
 	resp.Name = "netpol"
 	resp.Version = Version
 	resp.Tables = flows.Tables()
-	resp.Fields = []flow.Field{flows.Bypass}
+	resp.Fields = []flow.Field{flows.Bypass, flows.Epoch}
 	resp.Resources = []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: flows.CTZoneResource}}
 	return nil
 }
@@ -152,8 +154,9 @@ func (p *Netpol) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	log := req.Host.Logger()
 	p.mu.Lock()
 	p.host, p.log, p.cfg, p.decisions = req.Host, log, cfg, dec
-	p.node = flows.Node{Trusted: trusted(req.Node), CTZone: uint16(grant.Value), RejectMeter: rejectMeter}
+	p.node = flows.Node{Trusted: trusted(req.Node), CTZone: uint16(grant.Value), RejectMeter: rejectMeter, Epoch: p.node.Epoch}
 	p.statePath = filepath.Join(cfg.StateDir, "policy.state")
+	p.node.Epoch = loadEpoch(p.epochPath())
 	p.installed = map[flow.Key]flow.Flow{}
 	p.reports = make(chan map[string]int64, 1)
 	p.kick = make(chan struct{}, 1)
@@ -404,6 +407,17 @@ func (p *Netpol) sync(ctx context.Context, s *client.State, why string) error {
 			dels = append(dels, f)
 		}
 	}
+	bumped := false
+	if len(p.installed) > 0 && len(adds)+len(mods)+len(dels) > 0 {
+		// The rules change: move the epoch in the same batch, so no cached
+		// datapath verdict of the old rules survives (see flows.Epoch).
+		p.node.Epoch++
+		bumped = true
+		for _, f := range flows.EpochFlows(p.node) {
+			want[f.Key()] = f
+			mods = append(mods, f)
+		}
+	}
 	added, changed, deleted := len(adds), len(mods), len(dels)
 	batches := p.batches(adds, mods, dels)
 	for i, b := range batches {
@@ -419,6 +433,11 @@ func (p *Netpol) sync(ctx context.Context, s *client.State, why string) error {
 	}
 	p.dirty = false
 	p.installed, p.rules = want, res.Rules
+	if bumped {
+		if err := saveEpoch(p.epochPath(), p.node.Epoch); err != nil {
+			p.log.Warn("saving the flow epoch failed; a restarted netpol rewrites its conntrack flows once", "path", p.epochPath(), "error", err)
+		}
+	}
 	p.log.Info("policy span enforced", "change", why, "policies", len(s.Policies), "rules", len(res.Rules),
 		"flows", len(want), "added", added, "changed", changed, "deleted", deleted,
 		"took", time.Since(start).Round(time.Microsecond).String())
@@ -522,4 +541,41 @@ func (p *Netpol) Rules() map[uint32]*flows.Rule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rules
+}
+
+// epochPath is where the flow epoch (flows.Epoch) survives a restart, so
+// a restarted netpol submits exactly the flows the switch holds.
+func (p *Netpol) epochPath() string {
+	if p.statePath == "" {
+		return ""
+	}
+	return p.statePath + ".epoch"
+}
+
+// loadEpoch reads the saved epoch; anything unreadable is 0 (the first
+// change after the restart moves it on anyway).
+func loadEpoch(path string) uint16 {
+	if path == "" {
+		return 0
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 16)
+	if err != nil {
+		return 0
+	}
+	return uint16(v)
+}
+
+func saveEpoch(path string, v uint16) error {
+	if path == "" {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(uint64(v), 10)+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

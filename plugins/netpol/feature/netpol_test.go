@@ -87,6 +87,47 @@ func TestResyncWithoutChurn(t *testing.T) {
 	if got := p.installed; len(got) != len(flows.Compute(s, p.node).Flows) {
 		t.Errorf("installed %d flows, computed %d", len(got), len(flows.Compute(s, p.node).Flows))
 	}
+	// The change moved the epoch, in the same batch, so no cached
+	// datapath verdict of the old rules is reachable (flows.Epoch).
+	if p.node.Epoch != 1 {
+		t.Errorf("epoch after one change = %d, want 1", p.node.Epoch)
+	}
+	for _, f := range flows.EpochFlows(p.node) {
+		got, ok := p.installed[f.Key()]
+		if !ok || !flows.SameFlow(&got, &f) {
+			t.Errorf("installed conntrack flow %v, want %v", got.String(), f.String())
+		}
+	}
+}
+
+// TestEpochSurvivesRestart: the epoch is saved with the span, so a
+// restarted netpol computes the conntrack flows the switch holds.
+func TestEpochSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	p := New()
+	p.host, p.log, p.installed = &countingHost{}, slog.New(slog.DiscardHandler), map[flow.Key]flow.Flow{}
+	p.reports, p.node, p.statePath = make(chan map[string]int64, 1), flows.Node{CTZone: 1}, filepath.Join(dir, "policy.state")
+	ctx := context.Background()
+	if err := p.sync(ctx, span(), "first"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		p.reports = make(chan map[string]int64, 1)
+		s := span()
+		s.Policies["p"].Rules[0].Ports[0].Port++
+		if err := p.sync(ctx, s, "port changed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.sync(ctx, span(), "port back"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.node.Epoch != 6 {
+		t.Fatalf("epoch after 6 changes = %d, want 6", p.node.Epoch)
+	}
+	if got := loadEpoch(p.epochPath()); got != 6 {
+		t.Errorf("saved epoch %d, want 6", got)
+	}
 }
 
 // TestBigChangeSplitsBatches: a change larger than a batch may be goes in

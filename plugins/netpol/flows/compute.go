@@ -54,6 +54,24 @@ func ethType(v flow.IPVersion) uint16 {
 // security tables let them through.
 var Bypass = flow.Field{Name: "netpol.bypass", Width: 1}
 
+// Epoch is loaded into every IP packet just before netpol's conntrack
+// lookup, so it is part of the state the datapath resumes after that
+// lookup (its recirculation context). The plugin moves it to a new value
+// whenever the rule flows change. Every packet then resumes in a context
+// no cached datapath flow knows, and its verdict is computed afresh from
+// the current tables.
+//
+// Why: ovs-vswitchd's userspace datapath before 3.1.3 (Debian 12 ships
+// 3.1.0) may update the wrong cached flow when revalidation changes a
+// cached flow's actions and another cached flow overlaps it (upstream
+// commit "dpif-netdev: Fix dpif_netdev_flow_put"). The right one then
+// keeps its old verdict for as long as packets keep hitting it, e.g. the
+// drop of a connection that the policy no longer denies. Moving the epoch
+// makes the old cached flows unreachable instead of relying on their
+// revalidation. The cost is one datapath upcall per cached flow after a
+// policy change, which revalidation would have spent anyway.
+var Epoch = flow.Field{Name: "netpol.epoch", Width: 16}
+
 // CTZoneResource is the name of netpol's conntrack zone grant.
 const CTZoneResource = "netpol.zone"
 
@@ -111,6 +129,8 @@ type Node struct {
 	// RejectMeter, if not 0, is the meter (local ID) Reject and logging
 	// packet-ins pass through, so a flood cannot swamp the agent.
 	RejectMeter uint32
+	// Epoch is the value of the Epoch field (see there).
+	Epoch uint16
 }
 
 // Direction of a rule.
@@ -835,13 +855,23 @@ func emitConj(b *builder, c *conj, id uint32) bool {
 	return true
 }
 
+// EpochFlows are the flows that carry n.Epoch: the conntrack lookup of
+// IPv4 and IPv6.
+func EpochFlows(n Node) []flow.Flow {
+	return []flow.Flow{ctStateFlow(flow.V4, n), ctStateFlow(flow.V6, n)}
+}
+
+func ctStateFlow(v flow.IPVersion, n Node) flow.Flow {
+	return flow.Flow{Table: CTState, Priority: prioStatic, Match: flow.Match{}.IP(v),
+		Actions: []flow.Action{flow.LoadField(Epoch, uint32(n.Epoch)), flow.Conntrack(flow.CT{Zone: n.CTZone, Resume: flow.NextTable()})}}
+}
+
 // staticFlows are the flows that do not depend on the span: conntrack,
 // replies, the node's own traffic, and the commit of new connections.
 func staticFlows(b *builder, n Node) {
 	for _, v := range []flow.IPVersion{flow.V4, flow.V6} {
 		ip := flow.Match{}.IP(v)
-		b.add(flow.Flow{Table: CTState, Priority: prioStatic, Match: ip,
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: n.CTZone, Resume: flow.NextTable()})}})
+		b.add(ctStateFlow(v, n))
 		// The userspace datapath's conntrack keys SCTP by addresses alone,
 		// so two SCTP associations between the same pods in opposite
 		// directions would pass for each other's replies. SCTP is left

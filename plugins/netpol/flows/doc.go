@@ -59,6 +59,13 @@
 // makes a deny take effect at once. The cost is a lookup per packet, which
 // the datapath's flow cache absorbs.
 //
+// Epoch: the conntrack lookup also loads a 16-bit epoch that the plugin
+// moves with every rule change, in the same bundle. Packets then resume
+// after the lookup in a context no cached datapath flow knows, so the
+// switch decides them afresh from the new rules instead of trusting the
+// revalidation of its cached flows, which Open vSwitch's userspace
+// datapath before 3.1.3 can get wrong (see Epoch).
+//
 // SCTP: the userspace datapath's conntrack keys SCTP by addresses alone,
 // so SCTP is not tracked; an allowed SCTP packet learns a flow (idle
 // timeout 60 s) that lets the packets of the opposite direction, with
