@@ -19,12 +19,13 @@
 //	PreRouting      service.dnat       svc, ep_ip, ep_port → ct(commit,zone=dnat,nat(dst=ep:port),
 //	                                   ct_mark service bit); from the endpoint itself (hairpin)
 //	                                   also the hairpin bit
-//	(EgressSecurity, Routing, ...: other plugins see the real endpoint as destination)
-//	Routing         service.inject     empty: where the plugin's reject packets re-enter the
+//	PreRouting      service.inject     empty: where the plugin's reject packets re-enter the
 //	                                   pipeline (podnet's routing then delivers them)
+//	(EgressSecurity, Routing, ...: other plugins see the real endpoint as destination)
 //	PostRouting     service.snat       hairpin: ct(commit,zone=snat,nat(src=HairpinIP)), so the
 //	                                   endpoint answers the virtual IP, not itself
-//	Output          service.output     hairpin: output to IN_PORT (the endpoint is the client)
+//	Conntrack       service.output     hairpin: output to IN_PORT (the endpoint is the client),
+//	                                   after every policy stage, before podnet's output
 //
 // One select group per Service port, with one bucket per endpoint, so an
 // endpoint change rewrites that group and the service's dnat flows only.

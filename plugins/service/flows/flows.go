@@ -21,12 +21,6 @@ const (
 	Output    = "service.output"
 )
 
-// podnet's tables the service tables are ordered against.
-const (
-	podnetL3Forward = "podnet.l3_forward"
-	podnetOutput    = "podnet.output"
-)
-
 // Tables declares the service plugin's tables. None is exported: nobody
 // else needs to write into them.
 func Tables() []sdk.Table {
@@ -37,9 +31,11 @@ func Tables() []sdk.Table {
 		{Name: CTMark, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{Conntrack}},
 		{Name: LB, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext},
 		{Name: DNAT, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{LB}},
-		{Name: Inject, Pipeline: ip, Stage: flow.StageRouting, Miss: sdk.MissNext, Before: []string{podnetL3Forward}},
+		{Name: Inject, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{DNAT}},
 		{Name: SNAT, Pipeline: ip, Stage: flow.StagePostRouting, Miss: sdk.MissNext},
-		{Name: Output, Pipeline: ip, Stage: flow.StageOutput, Miss: sdk.MissNext, Before: []string{podnetOutput}},
+		// The last stage before Output, whose first table is podnet's:
+		// a hairpin packet leaves here, after every policy stage.
+		{Name: Output, Pipeline: ip, Stage: flow.StageConntrack, Miss: sdk.MissNext},
 	}
 }
 
