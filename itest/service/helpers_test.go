@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,6 +38,7 @@ const ns = "svc"
 const (
 	echoPort   = 8080 // probe.Serve: TCP and UDP echo, SCTP INIT answer
 	whoamiPort = 9090 // the pod's name, over TCP and UDP
+	longPort   = 7070 // a TCP echo without deadline, for long connections
 )
 
 func start(t testenv.T, nodes int) *env {
@@ -123,6 +126,7 @@ func (e *env) backend(t testenv.T, name string, n *cluster.Node) *cluster.Pod {
 	p := e.c.AddPod(t, cluster.PodSpec{Name: name, Namespace: ns, Node: n, Labels: map[string]string{"app": "backend"}})
 	probe.Serve(t, p.NetNS, echoPort)
 	whoami(t, p.NetNS, name)
+	longEcho(t, p.NetNS)
 	return p
 }
 
@@ -148,6 +152,7 @@ var echoPorts = []svcPort{
 	{"sctp", corev1.ProtocolSCTP, echoPort, echoPort},
 	{"who", corev1.ProtocolTCP, 90, whoamiPort},
 	{"who-udp", corev1.ProtocolUDP, 90, whoamiPort},
+	{"long", corev1.ProtocolTCP, 70, longPort},
 }
 
 // service creates a ClusterIP Service and returns its ClusterIP.
@@ -270,4 +275,40 @@ func who(from, network string, ip net.IP, port int) (backend, seenAs string, err
 		return "", "", fmt.Errorf("whoami answered %q", buf[:n])
 	}
 	return f[0], f[1], nil
+}
+
+// longEcho echoes TCP on longPort in ns for as long as the client likes.
+func longEcho(t testenv.T, podNS string) {
+	t.Helper()
+	l, err := netns.Listen(podNS, "tcp", fmt.Sprintf(":%d", longPort))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); io.Copy(c, c); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 }
