@@ -20,10 +20,11 @@
 //   - The node reaches ClusterIPs through a route of the Service CIDRs into
 //     the gateway (package hostnet).
 //   - Incremental: one Service's change rewrites only its group and flows.
+//   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
+//     conntrack entries of that port towards it are flushed.
 //
 // Not yet: NodePort, externalIPs and load-balancer IPs, traffic policies,
-// session affinity, IPv6 and dual-stack Services, the flush of stale UDP
-// conntrack entries when an endpoint goes away.
+// session affinity, IPv6 and dual-stack Services.
 //
 // Config (the plugin's section of the agent config, all optional):
 // serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP

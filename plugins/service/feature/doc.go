@@ -5,8 +5,9 @@
 // rate-limited work queue: an endpoint change rewrites only that
 // Service's group and flows (a diff against what was installed). A new
 // connection to a port without endpoints is answered through a packet-in
-// (package reject). When a UDP endpoint goes away, the conntrack entries
-// towards it are not flushed yet (the host has no ct-flush call).
+// (package reject). When a UDP endpoint leaves a Service port, the
+// conntrack entries of that port towards it are flushed (through the
+// host's sdk.ConntrackFlusher), so a client keeping its socket moves on.
 //
 // Start installs the node-wide flows and the node's route to the Service
 // CIDRs, and returns; a goroutine waits for the informers, installs every

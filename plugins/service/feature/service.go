@@ -392,6 +392,7 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	} else {
 		s.installed[key] = want
 	}
+	s.flushGone(ctx, key, old.ports, want.ports)
 	for _, p := range old.ports {
 		if !slices.ContainsFunc(want.ports, func(q flows.Port) bool { return q.Group == p.Group }) {
 			s.freeGroup(p.Group)
@@ -399,6 +400,49 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	}
 	s.log.Info("service synced", "service", key, "ports", len(want.ports), "endpoints", endpointCount(want.ports), "ops", b.Len())
 	return nil
+}
+
+// flushGone removes the conntrack entries of UDP connections through a
+// Service port towards an endpoint that left it: UDP has no end, so
+// without this a client that keeps its socket (a DNS resolver) would keep
+// sending to the departed endpoint. Connections to the endpoints that
+// stay, and to the same endpoint through other Services, keep theirs.
+func (s *Service) flushGone(ctx context.Context, key string, old, want []flows.Port) {
+	f, ok := s.host.(sdk.ConntrackFlusher)
+	if !ok {
+		return
+	}
+	type portKey struct {
+		ip    netip.Addr
+		proto uint8
+		port  uint16
+	}
+	still := map[portKey]map[flows.Endpoint]bool{}
+	for _, p := range want {
+		k := portKey{p.ClusterIP, p.Proto, p.Port}
+		still[k] = map[flows.Endpoint]bool{}
+		for _, e := range p.Endpoints {
+			still[k][e] = true
+		}
+	}
+	for _, p := range old {
+		if p.Proto != flows.ProtoUDP {
+			continue
+		}
+		for _, e := range p.Endpoints {
+			if still[portKey{p.ClusterIP, p.Proto, p.Port}][e] {
+				continue
+			}
+			err := f.FlushConntrack(ctx, sdk.ConntrackFilter{Zone: s.local.DNATZone, Protocol: flows.ProtoUDP,
+				Orig:  sdk.ConntrackTuple{Dst: p.ClusterIP, DstPort: p.Port},
+				Reply: sdk.ConntrackTuple{Src: e.IP, SrcPort: e.Port}})
+			if err != nil {
+				s.log.Warn("could not flush the conntrack entries towards a departed UDP endpoint", "service", key, "port", p.Name, "endpoint", netip.AddrPortFrom(e.IP, e.Port), "error", err)
+				continue
+			}
+			s.log.Info("flushed UDP conntrack entries towards a departed endpoint", "service", key, "port", p.Name, "endpoint", netip.AddrPortFrom(e.IP, e.Port))
+		}
+	}
 }
 
 func endpointCount(ps []flows.Port) int {
