@@ -19,23 +19,29 @@ func (s *service) FlushConntrack(ctx context.Context, f sdk.ConntrackFilter) err
 	if err := s.admit(); err != nil {
 		return err
 	}
+	return s.a.FlushConntrack(ctx, s.name(), f)
+}
+
+// FlushConntrack removes owner's conntrack entries matching f (see
+// sdk.ConntrackFlusher).
+func (a *Agent) FlushConntrack(ctx context.Context, owner string, f sdk.ConntrackFilter) error {
 	if f.Zone == 0 {
-		return fmt.Errorf("%w: plugin %q: conntrack flush of zone 0, which every plugin shares; request a ct zone (sdk.ResourceCTZone) and flush that", sdk.ErrInvalid, s.name())
+		return fmt.Errorf("%w: plugin %q: conntrack flush of zone 0, which every plugin shares; request a ct zone (sdk.ResourceCTZone) and flush that", sdk.ErrInvalid, owner)
 	}
 	// A ct action in the zone is refused exactly when the zone is not the
 	// plugin's to use.
-	s.a.mu.Lock()
-	err := s.a.arb.CheckActions(s.name(), "conntrack flush", []flow.Action{flow.Conntrack(flow.CT{Zone: f.Zone})})
-	s.a.mu.Unlock()
+	a.mu.Lock()
+	err := a.arb.CheckActions(owner, "conntrack flush", []flow.Action{flow.Conntrack(flow.CT{Zone: f.Zone})})
+	a.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	m := &openflow.CTFlush{Zone: f.Zone, Protocol: f.Protocol,
 		Orig:  openflow.CTTuple{Src: f.Orig.Src, Dst: f.Orig.Dst, SrcPort: f.Orig.SrcPort, DstPort: f.Orig.DstPort},
 		Reply: openflow.CTTuple{Src: f.Reply.Src, Dst: f.Reply.Dst, SrcPort: f.Reply.SrcPort, DstPort: f.Reply.DstPort}}
-	if _, err := s.a.sw.Request(ctx, m); err != nil {
-		return fmt.Errorf("%w: plugin %q: conntrack flush in zone %d: %v", sdk.ErrSwitch, s.name(), f.Zone, err)
+	if _, err := a.sw.Request(ctx, m); err != nil {
+		return fmt.Errorf("%w: plugin %q: conntrack flush in zone %d: %v", sdk.ErrSwitch, owner, f.Zone, err)
 	}
-	s.a.log.Debug("conntrack flushed", "plugin", s.name(), "zone", f.Zone, "protocol", f.Protocol, "orig", m.Orig, "reply", m.Reply)
+	a.log.Debug("conntrack flushed", "plugin", owner, "zone", f.Zone, "protocol", f.Protocol, "orig", m.Orig, "reply", m.Reply)
 	return nil
 }
