@@ -81,4 +81,3 @@ func (e *invalidFilter) Error() string {
 	return s
 }
 func (e *invalidFilter) Unwrap() error { return sdk.ErrInvalid }
-
