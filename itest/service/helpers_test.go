@@ -149,7 +149,7 @@ type svcPort struct {
 var echoPorts = []svcPort{
 	{"tcp", corev1.ProtocolTCP, 80, echoPort},
 	{"udp", corev1.ProtocolUDP, 80, echoPort},
-	{"sctp", corev1.ProtocolSCTP, echoPort, echoPort},
+	{"sctp", corev1.ProtocolSCTP, 80, echoPort},
 	{"who", corev1.ProtocolTCP, 90, whoamiPort},
 	{"who-udp", corev1.ProtocolUDP, 90, whoamiPort},
 	{"long", corev1.ProtocolTCP, 70, longPort},

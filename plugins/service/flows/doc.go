@@ -21,6 +21,8 @@
 //	                                   also the hairpin bit
 //	PreRouting      service.inject     empty: where the plugin's reject packets re-enter the
 //	                                   pipeline (podnet's routing then delivers them)
+//	PreRouting      service.l4         SCTP only: the target port (forward) and the Service port
+//	                                   (replies), which the userspace conntrack cannot translate
 //	(EgressSecurity, Routing, ...: other plugins see the real endpoint as destination)
 //	PostRouting     service.snat       hairpin: ct(commit,zone=snat,nat(src=HairpinIP)), so the
 //	                                   endpoint answers the virtual IP, not itself

@@ -16,6 +16,7 @@ const (
 	CTMark    = "service.ct_mark"
 	LB        = "service.lb"
 	DNAT      = "service.dnat"
+	L4        = "service.l4"
 	Inject    = "service.inject"
 	SNAT      = "service.snat"
 	Output    = "service.output"
@@ -31,7 +32,8 @@ func Tables() []sdk.Table {
 		{Name: CTMark, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{Conntrack}},
 		{Name: LB, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext},
 		{Name: DNAT, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{LB}},
-		{Name: Inject, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{DNAT}},
+		{Name: L4, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{DNAT}},
+		{Name: Inject, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{L4}},
 		{Name: SNAT, Pipeline: ip, Stage: flow.StagePostRouting, Miss: sdk.MissNext},
 		// The last stage before Output, whose first table is podnet's:
 		// a hairpin packet leaves here, after every policy stage.
@@ -212,10 +214,15 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 			flow.LoadField(FieldEPIP, ip), flow.LoadField(FieldEPPort, uint32(e.Port)),
 			flow.Resubmit(flow.GotoTable(DNAT))}})
 		m := flow.Match{}.L4(flow.V4, p.Proto).Field(FieldSvc, p.Group).Field(FieldEPIP, ip).Field(FieldEPPort, uint32(e.Port))
+		nat := &flow.NAT{Kind: flow.NATDst, MinAddr: e.IP, MinPort: e.Port}
+		if p.Proto == ProtoSCTP {
+			// The userspace datapath's conntrack tracks SCTP by address
+			// only and cannot translate its ports: service.l4 does.
+			nat.MinPort = 0
+		}
 		ct := func(mark uint32) flow.Action {
 			return flow.Conntrack(flow.CT{Commit: true, Zone: l.DNATZone, Resume: flow.NextTable(),
-				NAT:  &flow.NAT{Kind: flow.NATDst, MinAddr: e.IP, MinPort: e.Port},
-				Mark: mark, MarkMask: l.MarkService() | l.MarkHairpin()})
+				NAT: nat, Mark: mark, MarkMask: l.MarkService() | l.MarkHairpin()})
 		}
 		fs = append(fs, flow.Flow{Table: DNAT, Priority: prioService, Match: m, Tag: tag, Actions: []flow.Action{ct(l.MarkService())}})
 		if e.Local {
@@ -226,7 +233,34 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 				Actions: []flow.Action{flow.LoadField(FieldHairpin, 1), ct(l.MarkService() | l.MarkHairpin())}})
 		}
 	}
-	return fs, g
+	return append(fs, sctpPortFlows(l, p, tag)...), g
+}
+
+// sctpPortFlows translate an SCTP Service port to its endpoints' target
+// ports and back, statelessly, after the DNAT of the address: the switch
+// recomputes the SCTP checksum.
+func sctpPortFlows(l Local, p Port, tag uint32) []flow.Flow {
+	if p.Proto != ProtoSCTP {
+		return nil
+	}
+	svc := flow.Match{}.CTMark(l.MarkService(), l.MarkService()).SCTP4()
+	fw := svc.CTState(flow.CTTracked, flow.CTTracked|flow.CTReply)
+	rpl := svc.CTState(flow.CTTracked|flow.CTReply, flow.CTTracked|flow.CTReply)
+	var fs []flow.Flow
+	back := map[uint16]bool{}
+	for _, e := range p.Endpoints {
+		if e.Port == p.Port {
+			continue
+		}
+		fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: fw.IPv4Dst(e.IP).SCTPDst(p.Port), Tag: tag,
+			Actions: []flow.Action{flow.SetL4Port(flow.MatchSCTPDst, e.Port)}, Goto: flow.NextTable()})
+		if !back[e.Port] {
+			back[e.Port] = true
+			fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: rpl.IPv4Src(p.ClusterIP).SCTPSrc(e.Port), Tag: tag,
+				Actions: []flow.Action{flow.SetL4Port(flow.MatchSCTPSrc, p.Port)}, Goto: flow.NextTable()})
+		}
+	}
+	return fs
 }
 
 func ip4(a netip.Addr) uint32 {

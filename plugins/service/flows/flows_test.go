@@ -82,3 +82,23 @@ func TestPortWithoutEndpointsRejects(t *testing.T) {
 		t.Errorf("reject flows (-want +got):\n%s", d)
 	}
 }
+
+func TestSCTPPortTranslatedStatelessly(t *testing.T) {
+	p := Port{Service: "default/sig", Name: "sctp", Proto: ProtoSCTP, ClusterIP: netip.MustParseAddr("10.96.0.11"), Port: 80, Group: 9,
+		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}}
+	fs, _ := PortFlows(local, p)
+	want := []string{
+		"table=service.lb, priority=200, ct_state=+new+trk,sctp,nw_dst=10.96.0.11,tp_dst=80 actions=load:0x9->reg:service.svc,group:9",
+		"table=service.dnat, priority=200, sctp,reg:service.ep_ip=0xaf40205,reg:service.ep_port=0x1f90,reg:service.svc=0x9 actions=ct(commit,table=@next,zone=5,nat(dst=10.244.2.5),exec(set_field:0x1/0x3->ct_mark))",
+		"table=service.l4, priority=200, ct_state=-rpl+trk,ct_mark=0x1/0x1,sctp,nw_dst=10.244.2.5,tp_dst=80 actions=set_field:8080->sctp_dst,goto_table:@next",
+		"table=service.l4, priority=200, ct_state=+rpl+trk,ct_mark=0x1/0x1,sctp,nw_src=10.96.0.11,tp_src=8080 actions=set_field:80->sctp_src,goto_table:@next",
+	}
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("sctp flows (-want +got):\n%s", d)
+	}
+	for _, f := range fs {
+		if err := f.Validate(); err != nil {
+			t.Errorf("invalid flow %s: %v", f.String(), err)
+		}
+	}
+}
