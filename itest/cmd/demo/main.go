@@ -41,16 +41,17 @@ func main() {
 	fmt.Printf("    apiserver %s, kubeconfig %s\n", cp.URL, cp.Kubeconfig)
 
 	var bins map[string]string
-	step("building switchyard-agent, switchyard-cni and the podnet and tunnel plugins", func() {
-		bins = build.Commands(r, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel")
+	step("building switchyard-agent, switchyard-cni and the podnet, tunnel and service plugins", func() {
+		bins = build.Commands(r, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/service")
 	})
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
-		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"]}}
+		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "service": bins["service"]}}
 
 	var c *cluster.Cluster
-	step(fmt.Sprintf("bringing up %d nodes (netns + ovsdb-server + ovs-vswitchd on the userspace datapath + switchyard-agent with podnet and tunnel, joined to the apiserver with its pod-bound ServiceAccount token; the agent moves the node IP onto br-phy for the userspace tunnel)", *nodes), func() {
+	step(fmt.Sprintf("bringing up %d nodes (netns + ovsdb-server + ovs-vswitchd on the userspace datapath + switchyard-agent with podnet, tunnel and service, joined to the apiserver with its pod-bound ServiceAccount token; the agent moves the node IP onto br-phy for the userspace tunnel)", *nodes), func() {
 		c = cluster.Start(r, cluster.Options{Nodes: *nodes, Client: cp.Client, StartAgent: func(t testenv.T, n *cluster.Node) {
-			nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Enabled: []string{"podnet", "tunnel"}})
+			nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Enabled: []string{"podnet", "tunnel", "service"},
+				Config: map[string]map[string]any{"service": {"serviceCIDRs": []string{controlplane.ServiceCIDR}}}})
 		}})
 	})
 	fmt.Println()
@@ -113,6 +114,10 @@ func main() {
 		}
 	}
 	fmt.Println("Same-node pod traffic flows through br-int; cross-node pod traffic through the Geneve tunnel (tunnel plugin).")
+
+	if !showService(r, cp, pods, srcEps) {
+		ok = false
+	}
 
 	showPolicySpans(r, cp, c)
 	fmt.Println("\nThe controller computes and streams each node its span; enforcing it in OVS is the netpol plugin's job, not written yet.")
