@@ -51,12 +51,16 @@ type Config struct {
 	// HairpinIP is the source of hairpin connections and the next hop of
 	// the Service CIDR route (a link-local address nobody owns).
 	HairpinIP string `json:"hairpinIP,omitempty"`
+	// NodePortIP is where the node's kernel sends NodePort traffic into
+	// br-int (a link-local address nobody owns).
+	NodePortIP string `json:"nodePortIP,omitempty"`
 	// StateDir is accepted for symmetry with the other plugins; the
 	// plugin keeps no state: the apiserver is its record.
 	StateDir string `json:"stateDir,omitempty"`
 
-	cidrs   []netip.Prefix
-	hairpin netip.Addr
+	cidrs    []netip.Prefix
+	hairpin  netip.Addr
+	nodePort netip.Addr
 }
 
 // ParseConfig reads and checks the config section; an error names the key.
@@ -88,7 +92,21 @@ func ParseConfig(b []byte) (Config, error) {
 		}
 		c.hairpin = a
 	}
+	c.nodePort = flows.DefaultNodePortIP
+	if c.NodePortIP != "" {
+		a, err := netip.ParseAddr(c.NodePortIP)
+		if err != nil || !a.Is4() || !a.IsLinkLocalUnicast() || a == c.hairpin {
+			return c, fmt.Errorf("service config nodePortIP: %q is not an IPv4 link-local address (169.254.0.0/16) other than hairpinIP", c.NodePortIP)
+		}
+		c.nodePort = a
+	}
 	return c, nil
+}
+
+// routed are the destinations the node sends into br-int: the Service
+// CIDRs and the NodePort address.
+func (c Config) routed() []netip.Prefix {
+	return append(slices.Clone(c.cidrs), netip.PrefixFrom(c.nodePort, 32))
 }
 
 // Service implements the plugin.
@@ -104,6 +122,13 @@ type Service struct {
 	gw       netlink.Link
 	gwMAC    net.HardwareAddr
 	podCIDRs []netip.Prefix
+	nodeIPs  []netip.Addr
+	// nodePorts are the NodePorts the kernel's table holds, as applied.
+	nodePorts    []hostnet.NodePort
+	nodePortsSet bool
+	// applyNodePortsFn is hostnet.ApplyNodePorts (a seam for unit tests,
+	// which must not touch the machine's nftables).
+	applyNodePortsFn func(nodeIPs []netip.Addr, vip netip.Addr, ports []hostnet.NodePort) error
 	// installed is what the switch holds, by Service key.
 	installed map[string]installed
 	// groups allocates group IDs: by port key and back.
@@ -133,7 +158,8 @@ var (
 
 // New returns an unstarted service plugin.
 func New() *Service {
-	return &Service{log: slog.Default(), installed: map[string]installed{}, groups: map[string]uint32{}, groupKey: map[uint32]string{}}
+	return &Service{log: slog.Default(), installed: map[string]installed{}, groups: map[string]uint32{}, groupKey: map[uint32]string{},
+		applyNodePortsFn: hostnet.ApplyNodePorts}
 }
 
 // Describe declares the tables, fields and resources.
@@ -176,10 +202,10 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	defer s.mu.Unlock()
 	s.host, s.log, s.cfg, s.local, s.gw = req.Host, req.Host.Logger(), cfg, local, gw
 	s.setFacts(req.Node)
-	if err := s.host.Apply(ctx, flow.NewBatch().AddFlows(flows.StaticFlows(local)...)); err != nil {
+	if err := s.host.Apply(ctx, flow.NewBatch().AddFlows(flows.StaticFlows(s.local)...)); err != nil {
 		return fmt.Errorf("installing the service plugin's node-wide flows: %w", err)
 	}
-	if err := hostnet.Install(gw, cfg.hairpin, cfg.cidrs); err != nil {
+	if err := hostnet.Install(gw, cfg.hairpin, cfg.routed()); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -364,8 +390,37 @@ func (s *Service) syncAll(ctx context.Context) (int, error) {
 			errs = append(errs, flush())
 		}
 	}
-	errs = append(errs, flush())
+	errs = append(errs, flush(), s.applyNodePorts())
 	return len(all), errors.Join(errs...)
+}
+
+// applyNodePorts brings the kernel's NodePort table to the NodePorts
+// installed, when they (or the node's addresses) changed.
+func (s *Service) applyNodePorts() error {
+	var ps []hostnet.NodePort
+	for _, in := range s.installed {
+		for _, p := range in.ports {
+			if p.ClusterIP == s.cfg.nodePort {
+				ps = append(ps, hostnet.NodePort{Proto: p.Proto, Port: p.Port})
+			}
+		}
+	}
+	slices.SortFunc(ps, func(a, b hostnet.NodePort) int {
+		if a.Proto != b.Proto {
+			return int(a.Proto) - int(b.Proto)
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	ps = slices.Compact(ps)
+	if s.nodePortsSet && slices.Equal(ps, s.nodePorts) {
+		return nil
+	}
+	if err := s.applyNodePortsFn(s.nodeIPs, s.cfg.nodePort, ps); err != nil {
+		return err
+	}
+	s.nodePorts, s.nodePortsSet = ps, true
+	s.log.Info("NodePorts handed to br-int", "node_ips", s.nodeIPs, "nodeports", len(ps))
+	return nil
 }
 
 // sync brings one Service's flows and groups to what the informers say.
@@ -393,6 +448,9 @@ func (s *Service) sync(ctx context.Context, key string) error {
 		s.installed[key] = want
 	}
 	s.flushGone(ctx, key, old.ports, want.ports)
+	if err := s.applyNodePorts(); err != nil {
+		return err
+	}
 	for _, p := range old.ports {
 		if !slices.ContainsFunc(want.ports, func(q flows.Port) bool { return q.Group == p.Group }) {
 			s.freeGroup(p.Group)
@@ -483,15 +541,44 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			p := flows.Port{Service: key, Name: sp.Name, Proto: proto, ClusterIP: ip, Port: uint16(sp.Port),
 				Endpoints: endpointsOf(sp, sl, s.podCIDRs)}
 			p.Group = s.group(fmt.Sprintf("%s/%s/%s/%s", key, ip, sp.Protocol, sp.Name))
-			fs, g := flows.PortFlows(s.local, p)
-			in.ports = append(in.ports, p)
-			in.flows = append(in.flows, fs...)
-			if g != nil {
-				in.groups[g.ID] = *g
+			if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
+				p.Endpoints = slices.DeleteFunc(p.Endpoints, func(e flows.Endpoint) bool { return !e.Local })
+			}
+			in.add(s.local, p)
+			if sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
+				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p.Endpoints))
 			}
 		}
 	}
 	return in
+}
+
+func (in *installed) add(l flows.Local, p flows.Port) {
+	fs, g := flows.PortFlows(l, p)
+	in.ports = append(in.ports, p)
+	in.flows = append(in.flows, fs...)
+	if g != nil {
+		in.groups[g.ID] = *g
+	}
+}
+
+// nodePortOf is a Service port's NodePort as br-int balances it: the
+// traffic arrives for the NodePort address; with externalTrafficPolicy
+// Local only local endpoints serve it and the client's address is kept,
+// with Cluster every endpoint does and the source becomes the gateway IP,
+// so answers from other nodes come back here.
+func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, eps []flows.Endpoint) flows.Port {
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	p := flows.Port{Service: key, Name: sp.Name + "@nodeport", Proto: proto, ClusterIP: s.cfg.nodePort, Port: uint16(sp.NodePort), SNAT: !local}
+	for _, e := range eps {
+		if local && !e.Local {
+			continue
+		}
+		e.Local = false // the client is outside: no hairpin
+		p.Endpoints = append(p.Endpoints, e)
+	}
+	p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	return p
 }
 
 var protocols = map[corev1.Protocol]uint8{
@@ -633,6 +720,19 @@ func (s *Service) diff(b *flow.Batch, old, want installed) {
 
 func (s *Service) setFacts(n sdk.NodeFacts) {
 	s.podCIDRs = n.PodCIDRs
+	s.nodeIPs = append(slices.Clone(n.NodeIPs), n.ExternalIPs...)
+	s.local.GatewayIP = netip.Addr{}
+	switch {
+	case n.GatewayIP.Is4():
+		s.local.GatewayIP = n.GatewayIP
+	default:
+		for _, c := range n.PodCIDRs {
+			if c.Addr().Is4() {
+				s.local.GatewayIP = c.Masked().Addr().Next() // podnet's IPAM gives the gateway the first address
+				break
+			}
+		}
+	}
 	s.gwMAC = n.GatewayMAC
 	if len(s.gwMAC) != 6 && s.gw != nil {
 		s.gwMAC = s.gw.Attrs().HardwareAddr
@@ -645,6 +745,10 @@ func (s *Service) NodeFactsChanged(_ context.Context, req sdk.NodeFactsChangedRe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setFacts(req.New)
+	s.nodePortsSet = false // the node's addresses may have changed
+	if err := s.applyNodePorts(); err != nil {
+		s.log.Warn("could not update the NodePort table for new node addresses", "error", err)
+	}
 	if s.queue != nil {
 		for k := range s.installed {
 			s.queue.Add(k)
@@ -685,6 +789,6 @@ func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespon
 	if !req.Unload || s.gw == nil {
 		return nil
 	}
-	s.log.Info("unloaded: removing the route to the Service CIDRs", "service_cidrs", s.cfg.cidrs)
-	return hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.cidrs)
+	s.log.Info("unloaded: removing the route to the Service CIDRs and the NodePort table", "service_cidrs", s.cfg.cidrs)
+	return errors.Join(hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))
 }

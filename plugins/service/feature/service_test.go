@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"switchyard.dev/switchyard/plugins/service/flows"
+	"switchyard.dev/switchyard/plugins/service/hostnet"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
@@ -115,6 +116,7 @@ func TestSyncIsIncremental(t *testing.T) {
 	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
 	h := &recordingHost{}
 	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
 	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
 	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
 	for i, name := range []string{"web", "api"} {
@@ -137,7 +139,7 @@ func TestSyncIsIncremental(t *testing.T) {
 	web := s.installed["default/web"].ports[0].Group
 	want := []string{
 		fmt.Sprintf("modify group_id=%d", web) + ",type=select,selection_method=dp_hash,bucket=weight:100,actions=load:0xaf40205->reg:service.ep_ip,load:0x1f90->reg:service.ep_port,resubmit(,@service.dnat)",
-		"delete table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40305,reg:service.ep_port=0x1f90,reg:service.svc=" + fmt.Sprintf("%#x", web) + " actions=ct(commit,table=@next,zone=5,nat(dst=10.244.3.5:8080),exec(set_field:0x1/0x3->ct_mark))",
+		"delete table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40305,reg:service.ep_port=0x1f90,reg:service.svc=" + fmt.Sprintf("%#x", web) + " actions=ct(commit,table=@next,zone=5,nat(dst=10.244.3.5:8080),exec(set_field:0x1/0x7->ct_mark))",
 	}
 	if d := cmp.Diff(want, ops); d != "" {
 		t.Errorf("the endpoint change's batch (-want +got):\n%s", d)
@@ -181,6 +183,7 @@ func TestDepartedUDPEndpointFlushed(t *testing.T) {
 	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
 	h := &flushingHost{}
 	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
 	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
 	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
 	svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "default"},

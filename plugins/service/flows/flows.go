@@ -53,18 +53,24 @@ var (
 	// FieldHairpin marks a packet of a connection from an endpoint to
 	// itself through its Service.
 	FieldHairpin = flow.Field{Name: "service.hairpin", Width: 1}
+	// FieldSNAT marks a packet of a NodePort connection with
+	// externalTrafficPolicy Cluster: its source becomes the node's
+	// gateway IP, so the endpoint (maybe on another node) answers here.
+	FieldSNAT = flow.Field{Name: "service.snat", Width: 1}
 )
 
 // Fields lists the register fields the plugin requests.
-func Fields() []flow.Field { return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin} }
+func Fields() []flow.Field {
+	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT}
+}
 
 // Shared resources, by name.
 const (
 	ResDNATZone = "service.dnat_zone"
 	ResSNATZone = "service.snat_zone"
-	// ResCTMark is two bits of ct_mark: the low one says "a Service
+	// ResCTMark is three bits of ct_mark: the low one says "a Service
 	// connection" (published, so a policy plugin can tell Service traffic
-	// apart), the high one "hairpin".
+	// apart), the next "hairpin", the high one "SNAT to the gateway IP".
 	ResCTMark = "service.ct_mark"
 )
 
@@ -73,7 +79,7 @@ func Resources() []sdk.Resource {
 	return []sdk.Resource{
 		{Kind: sdk.ResourceCTZone, Name: ResDNATZone},
 		{Kind: sdk.ResourceCTZone, Name: ResSNATZone},
-		{Kind: sdk.ResourceCTMark, Name: ResCTMark, Width: 2, Exported: true},
+		{Kind: sdk.ResourceCTMark, Name: ResCTMark, Width: 3, Exported: true},
 	}
 }
 
@@ -82,12 +88,21 @@ func Resources() []sdk.Resource {
 // no pod or node owns it.
 var DefaultHairpinIP = netip.MustParseAddr("169.254.0.253")
 
-// Local is what the flows need of this node: the granted zones and bits.
+// DefaultNodePortIP is where the node's kernel sends NodePort traffic
+// (a DNAT in nftables, package hostnet): into br-int through the gateway,
+// where the NodePort's flows balance it.
+var DefaultNodePortIP = netip.MustParseAddr("169.254.0.252")
+
+// Local is what the flows need of this node: the granted zones and bits,
+// and its addresses.
 type Local struct {
 	DNATZone, SNATZone uint16
 	// MarkOffset is the first ct_mark bit granted.
 	MarkOffset uint8
 	HairpinIP  netip.Addr
+	// GatewayIP is the node's IPv4 gateway address, the source NodePort
+	// connections with externalTrafficPolicy Cluster get (invalid: none).
+	GatewayIP netip.Addr
 }
 
 // LocalOf reads the grants of an assignment.
@@ -104,6 +119,8 @@ func LocalOf(grants map[string]sdk.Grant, hairpin netip.Addr) (Local, error) {
 // MarkService and MarkHairpin are the ct_mark bits.
 func (l Local) MarkService() uint32 { return 1 << l.MarkOffset }
 func (l Local) MarkHairpin() uint32 { return 1 << (l.MarkOffset + 1) }
+func (l Local) MarkSNAT() uint32    { return 1 << (l.MarkOffset + 2) }
+func (l Local) markMask() uint32    { return l.MarkService() | l.MarkHairpin() | l.MarkSNAT() }
 
 // Priorities.
 const (
@@ -123,7 +140,7 @@ var (
 func StaticFlows(l Local) []flow.Flow {
 	hairpin := flow.Match{}.Field(FieldHairpin, 1)
 	next := flow.NextTable()
-	return []flow.Flow{
+	fs := []flow.Flow{
 		{Table: UnSNAT, Priority: prioService, Match: flow.Match{}.IPv4().IPv4Dst(l.HairpinIP),
 			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
 		{Table: Conntrack, Priority: prioDefault, Match: flow.Match{}.IPv4(),
@@ -139,6 +156,20 @@ func StaticFlows(l Local) []flow.Flow {
 		{Table: Output, Priority: prioService, Match: hairpin.Field(flow.FieldOutputReady, 1),
 			Actions: []flow.Action{flow.OutputInPort()}},
 	}
+	if l.GatewayIP.IsValid() {
+		fs = append(fs,
+			// Answers to NodePort connections SNATed to the gateway IP;
+			// anything else to the gateway IP finds no entry and passes.
+			flow.Flow{Table: UnSNAT, Priority: prioService, Match: flow.Match{}.IPv4().IPv4Dst(l.GatewayIP),
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
+			flow.Flow{Table: CTMark, Priority: prioService, Match: flow.Match{}.IPv4().CTMark(l.MarkSNAT(), l.MarkSNAT()),
+				Actions: []flow.Action{flow.LoadField(FieldSNAT, 1)}, Goto: next},
+			flow.Flow{Table: SNAT, Priority: prioService, Match: trkFw.IPv4().Field(FieldSNAT, 1),
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: l.SNATZone, Resume: next,
+					NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: l.GatewayIP}})}},
+		)
+	}
+	return fs
 }
 
 // Protocol numbers of the Service protocols.
@@ -167,6 +198,9 @@ type Port struct {
 	// Group is the select group's local ID, also loaded into FieldSvc.
 	Group     uint32
 	Endpoints []Endpoint
+	// SNAT: new connections get the gateway IP as source (a NodePort with
+	// externalTrafficPolicy Cluster).
+	SNAT bool
 }
 
 // ServiceTag is the cookie tag of a Service's flows: a hash of
@@ -222,9 +256,13 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 		}
 		ct := func(mark uint32) flow.Action {
 			return flow.Conntrack(flow.CT{Commit: true, Zone: l.DNATZone, Resume: flow.NextTable(),
-				NAT: nat, Mark: mark, MarkMask: l.MarkService() | l.MarkHairpin()})
+				NAT: nat, Mark: mark, MarkMask: l.markMask()})
 		}
-		fs = append(fs, flow.Flow{Table: DNAT, Priority: prioService, Match: m, Tag: tag, Actions: []flow.Action{ct(l.MarkService())}})
+		acts := []flow.Action{ct(l.MarkService())}
+		if p.SNAT {
+			acts = []flow.Action{flow.LoadField(FieldSNAT, 1), ct(l.MarkService() | l.MarkSNAT())}
+		}
+		fs = append(fs, flow.Flow{Table: DNAT, Priority: prioService, Match: m, Tag: tag, Actions: acts})
 		if e.Local {
 			// The endpoint is its own client: mark the connection (later
 			// packets get the register from service.ct_mark) and this
