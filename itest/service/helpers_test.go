@@ -158,12 +158,21 @@ var echoPorts = []svcPort{
 // service creates a ClusterIP Service and returns its ClusterIP.
 func (e *env) service(t testenv.T, name string, ports []svcPort) net.IP {
 	t.Helper()
+	return net.ParseIP(e.createService(t, name, ports, nil).Spec.ClusterIP)
+}
+
+// createService creates a Service (ClusterIP unless edit changes it).
+func (e *env) createService(t testenv.T, name string, ports []svcPort, edit func(*corev1.Service)) *corev1.Service {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: map[string]string{"app": "backend"}}}
 	for _, p := range ports {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: p.name, Protocol: p.proto, Port: p.port, TargetPort: intstr.FromString(p.name)})
+	}
+	if edit != nil {
+		edit(s)
 	}
 	got, err := e.cp.Client.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{})
 	if err != nil {
@@ -172,7 +181,7 @@ func (e *env) service(t testenv.T, name string, ports []svcPort) net.IP {
 	t.Cleanup(func() {
 		e.cp.Client.CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	return net.ParseIP(got.Spec.ClusterIP)
+	return got
 }
 
 // endpoints writes the Service's EndpointSlice as the EndpointSlice
