@@ -19,14 +19,21 @@
 //     link-local virtual IP (169.254.0.253) and sent back out of its port.
 //   - The node reaches ClusterIPs through a route of the Service CIDRs into
 //     the gateway (package hostnet).
+//   - NodePort on the node's addresses: the node's kernel DNATs it (one
+//     nftables table, switchyard-service) to a link-local NodePort address
+//     routed into br-int, where a select group of its own balances it.
+//     externalTrafficPolicy Local keeps the client's address and uses
+//     local endpoints only (none: rejected); Cluster uses every endpoint
+//     and SNATs to the node's gateway IP so answers come back.
+//   - internalTrafficPolicy Local: the ClusterIP uses local endpoints only.
 //   - Incremental: one Service's change rewrites only its group and flows.
 //   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
 //     conntrack entries of that port towards it are flushed.
 //
-// Not yet: NodePort, externalIPs and load-balancer IPs, traffic policies,
-// session affinity, IPv6 and dual-stack Services.
+// Not yet: externalIPs and load-balancer ingress IPs, session affinity,
+// IPv6 and dual-stack Services, the node reaching its own NodePorts.
 //
 // Config (the plugin's section of the agent config, all optional):
 // serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP
-// (169.254.0.253).
+// (169.254.0.253), nodePortIP (169.254.0.252).
 package main

@@ -7,11 +7,14 @@
 //
 // The path of a packet (IP pipeline, tables in stage order):
 //
-//	ConntrackState  service.unsnat     nw_dst=HairpinIP: ct(zone=snat,nat) undoes a hairpin SNAT
+//	ConntrackState  service.unsnat     nw_dst=HairpinIP or GatewayIP: ct(zone=snat,nat) undoes a
+//	                                   hairpin or NodePort SNAT
 //	ConntrackState  service.conntrack  every IP packet: ct(zone=dnat,nat): an established
 //	                                   service connection gets its DNAT (or, replies, its un-DNAT)
-//	ConntrackState  service.ct_mark    ct_mark hairpin bit → reg service.hairpin=1
-//	PreRouting      service.lb         ct_state=+new+trk to a ClusterIP:port → reg service.svc = the
+//	ConntrackState  service.ct_mark    ct_mark hairpin bit → reg service.hairpin=1, SNAT bit →
+//	                                   reg service.snat=1
+//	PreRouting      service.lb         ct_state=+new+trk to a ClusterIP:port (or the NodePort
+//	                                   address:NodePort, its own group) → reg service.svc = the
 //	                                   port's group ID, group:ID (select, dp_hash); no endpoint →
 //	                                   controller (the plugin answers with a TCP RST or an ICMP
 //	                                   port unreachable)
@@ -25,7 +28,9 @@
 //	                                   (replies), which the userspace conntrack cannot translate
 //	(EgressSecurity, Routing, ...: other plugins see the real endpoint as destination)
 //	PostRouting     service.snat       hairpin: ct(commit,zone=snat,nat(src=HairpinIP)), so the
-//	                                   endpoint answers the virtual IP, not itself
+//	                                   endpoint answers the virtual IP, not itself; NodePort with
+//	                                   externalTrafficPolicy Cluster: nat(src=GatewayIP), so the
+//	                                   answer of an endpoint on another node comes back here
 //	Conntrack       service.output     hairpin: output to IN_PORT (the endpoint is the client),
 //	                                   after every policy stage, before podnet's output
 //
