@@ -36,6 +36,8 @@ type fakeSwitch struct {
 	groups     []openflow.GroupStats
 	groupDescs []openflow.GroupDesc
 	meters     []openflow.MeterStats
+	// requests are the messages sent with Request.
+	requests []openflow.Message
 }
 
 func (f *fakeSwitch) GroupDesc(context.Context, uint32) ([]openflow.GroupDesc, error) {
@@ -62,7 +64,10 @@ func (f *fakeSwitch) Bundle(_ context.Context, msgs []openflow.Message, _ bool) 
 	return nil
 }
 func (f *fakeSwitch) Send(context.Context, openflow.Message) error { return nil }
-func (f *fakeSwitch) Request(context.Context, openflow.Message) (openflow.Message, error) {
+func (f *fakeSwitch) Request(_ context.Context, m openflow.Message) (openflow.Message, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, m)
 	return nil, nil
 }
 func (f *fakeSwitch) Events() <-chan openflow.Event { return f.events }

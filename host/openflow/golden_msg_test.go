@@ -3,6 +3,7 @@ package openflow
 import (
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -86,6 +87,10 @@ var goldenMessages = []struct {
 	{"packet out", &PacketOut{InPort: PortController, Actions: []Action{Output{Port: 2}}, Data: []byte{1, 2, 3, 4}}, "OFPT_PACKET_OUT (OF1.5) (xid=0x11): in_port=CONTROLLER actions=output:2 data_len=4\nvlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"},
 	{"port status", &PortStatus{Reason: 0, Port: Port{PortNo: 3, HWAddr: mac("00:11:22:33:44:55"), Name: "p3", State: 1}}, "OFPT_PORT_STATUS (OF1.5) (xid=0x11): ADD: 3(p3): addr:00:11:22:33:44:55\n     config:     0\n     state:      LINK_DOWN\n     speed: 0 Mbps now, 0 Mbps max"},
 	{"set controller id", &SetControllerID{ID: 7}, "NXT_SET_CONTROLLER_ID (OF1.5) (xid=0x11): id=7"},
+	{"ct flush tuple", &CTFlush{Zone: 5, Protocol: 17, Orig: CTTuple{Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.MustParseAddr("10.96.0.10"), SrcPort: 40000, DstPort: 80}},
+		"NXT_CT_FLUSH (OF1.5) (xid=0x11): zone=5 'ct_nw_src=10.244.1.5,ct_nw_dst=10.96.0.10,ct_tp_src=40000,ct_tp_dst=80,ct_nw_proto=17' 'ct_nw_src=::,ct_nw_dst=::,ct_tp_src=0,ct_tp_dst=0'"},
+	{"ct flush reply source", &CTFlush{Zone: 9, Protocol: 17, Reply: CTTuple{Src: netip.MustParseAddr("10.244.2.7"), SrcPort: 8080}},
+		"NXT_CT_FLUSH (OF1.5) (xid=0x11): zone=9 'ct_nw_src=::,ct_nw_dst=::,ct_tp_src=0,ct_tp_dst=0,ct_nw_proto=17' 'ct_nw_src=10.244.2.7,ct_nw_dst=::,ct_tp_src=8080,ct_tp_dst=0'"},
 	{"set packet in format", &SetPacketInFormat{Format: PacketInNX2}, "NXT_SET_PACKET_IN_FORMAT (OF1.5) (xid=0x11): format=nxt_packet_in2"},
 	{"role request", &RoleRequest{Role: RoleMaster, GenerationID: 3}, "OFPT_ROLE_REQUEST (OF1.5) (xid=0x11): role=primary generation_id=3"},
 	{"role reply", &RoleReply{RoleRequest{Role: RoleEqual}}, "OFPT_ROLE_REPLY (OF1.5) (xid=0x11): role=equal generation_id=0"},

@@ -66,6 +66,8 @@ func decodeExperimenter(r *reader) (Message, error) {
 			return &SetPacketInFormat{Format: r.u32()}, r.err
 		case nxtPacketIn2:
 			return decodePacketIn2(r)
+		case nxtCTFlush:
+			return decodeCTFlush(r)
 		case nxtResume:
 			pi, err := decodePacketIn2(r)
 			if err != nil {

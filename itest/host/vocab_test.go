@@ -29,6 +29,8 @@ func vocabMatch(name string) flow.Match {
 		return m.IPv6()
 	case name == "pop_vlan", name == "set_vlan_vid":
 		return m.VlanVID(10)
+	case name == "set_sctp_dst":
+		return m.SCTP4()
 	case name == "move_reg_to_header" || name == "learn":
 		return m.TCP4()
 	case strings.HasPrefix(name, "ct") && name != "ct_clear", name == "move_header_to_reg", name == "conjunction", name == "dec_ttl":

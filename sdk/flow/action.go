@@ -446,11 +446,18 @@ func SetNDTarget(a netip.Addr) Action       { b := a.As16(); return setField(Mat
 func SetNDTLL(mac net.HardwareAddr) Action  { return setField(MatchNDTLL, []byte(mac)) }
 func SetIPDSCP(dscp uint8) Action           { return setField(MatchIPDSCP, []byte{dscp}) }
 
+// SetL4Port rewrites a transport port: k is one of MatchTCPSrc,
+// MatchTCPDst, MatchUDPSrc, MatchUDPDst, MatchSCTPSrc, MatchSCTPDst (the
+// switch fixes the checksum). A stateless port translation, for what
+// conntrack cannot NAT.
+func SetL4Port(k MatchKind, port uint16) Action { return setField(k, be(2, uint64(port))) }
+
 var settable = map[MatchKind]bool{
 	MatchEthSrc: true, MatchEthDst: true, MatchIPv4Src: true, MatchIPv4Dst: true, MatchIPv6Src: true, MatchIPv6Dst: true,
 	MatchTunDst: true, MatchTunIPv6Dst: true, MatchTunID: true, MatchVlanVID: true, MatchPktMark: true,
 	MatchARPOp: true, MatchARPSpa: true, MatchARPTpa: true, MatchARPSha: true, MatchARPTha: true,
 	MatchICMPv6Type: true, MatchNDTarget: true, MatchNDTLL: true, MatchIPDSCP: true,
+	MatchTCPSrc: true, MatchTCPDst: true, MatchUDPSrc: true, MatchUDPDst: true, MatchSCTPSrc: true, MatchSCTPDst: true,
 }
 
 func (*ActSetField) isAction() {}

@@ -41,20 +41,22 @@ func main() {
 	fmt.Printf("    apiserver %s, kubeconfig %s\n", cp.URL, cp.Kubeconfig)
 
 	var bins map[string]string
-	step("building switchyard-agent, switchyard-cni and the podnet, tunnel and netpol plugins", func() {
-		bins = build.Commands(r, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/netpol")
+	step("building switchyard-agent, switchyard-cni and the podnet, tunnel, service and netpol plugins", func() {
+		bins = build.Commands(r, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/service", "plugins/netpol")
 	})
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
-		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "netpol": bins["netpol"]}}
+		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "service": bins["service"], "netpol": bins["netpol"]}}
 
 	var ctrlAddr string
 	step("starting switchyard-controller (policy computation and per-node streams)", func() { ctrlAddr = startController(r, cp) })
 
 	var c *cluster.Cluster
-	step(fmt.Sprintf("bringing up %d nodes (netns + ovsdb-server + ovs-vswitchd on the userspace datapath + switchyard-agent with podnet and tunnel, joined to the apiserver with its pod-bound ServiceAccount token; the agent moves the node IP onto br-phy for the userspace tunnel)", *nodes), func() {
+	step(fmt.Sprintf("bringing up %d nodes (netns + ovsdb-server + ovs-vswitchd on the userspace datapath + switchyard-agent with podnet, tunnel, service and netpol, joined to the apiserver with its pod-bound ServiceAccount token; the agent moves the node IP onto br-phy for the userspace tunnel)", *nodes), func() {
 		c = cluster.Start(r, cluster.Options{Nodes: *nodes, Client: cp.Client, StartAgent: func(t testenv.T, n *cluster.Node) {
-			nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Enabled: []string{"podnet", "tunnel", "netpol"},
-				Controller: ctrlAddr, Config: netpolConfig()})
+			cfg := netpolConfig()
+			cfg["service"] = map[string]any{"serviceCIDRs": []string{controlplane.ServiceCIDR}}
+			nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Enabled: []string{"podnet", "tunnel", "service", "netpol"},
+				Controller: ctrlAddr, Config: cfg})
 		}})
 	})
 	fmt.Println()
@@ -117,6 +119,10 @@ func main() {
 		}
 	}
 	fmt.Println("Same-node pod traffic flows through br-int; cross-node pod traffic through the Geneve tunnel (tunnel plugin).")
+
+	if !showService(r, cp, pods, srcEps) {
+		ok = false
+	}
 
 	if !showPolicies(r, cp, c, ctrlAddr, pods) {
 		ok = false

@@ -62,6 +62,7 @@ func Actions(table string) []Named {
 		{"set_tun_id", flow.SetTunID(100)},
 		{"set_pkt_mark", flow.SetPktMark(0x2, 0x2)},
 		{"set_vlan_vid", flow.SetVlanVID(20)},
+		{"set_sctp_dst", flow.SetL4Port(flow.MatchSCTPDst, 8080)},
 		{"load", flow.LoadField(Mark, 7)},
 		{"move_reg", flow.MoveField(Mark, Mark2)},
 		{"move_header_to_reg", flow.Move(flow.Header(flow.MatchIPv4Src), flow.Reg(Addr))},

@@ -4376,6 +4376,145 @@ func (x *NodeFactsChangedRequest) GetNew() *Facts {
 	return nil
 }
 
+// ConntrackFlushRequest is sdk.ConntrackFilter: the zone, the IP protocol
+// (0: any) and partial tuples; empty addresses (no bytes) and zero ports
+// match anything.
+type ConntrackFlushRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Zone          uint32                 `protobuf:"varint,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	Protocol      uint32                 `protobuf:"varint,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Orig          *ConntrackTuple        `protobuf:"bytes,3,opt,name=orig,proto3" json:"orig,omitempty"`
+	Reply         *ConntrackTuple        `protobuf:"bytes,4,opt,name=reply,proto3" json:"reply,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConntrackFlushRequest) Reset() {
+	*x = ConntrackFlushRequest{}
+	mi := &file_plugin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConntrackFlushRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConntrackFlushRequest) ProtoMessage() {}
+
+func (x *ConntrackFlushRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConntrackFlushRequest.ProtoReflect.Descriptor instead.
+func (*ConntrackFlushRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ConntrackFlushRequest) GetZone() uint32 {
+	if x != nil {
+		return x.Zone
+	}
+	return 0
+}
+
+func (x *ConntrackFlushRequest) GetProtocol() uint32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
+func (x *ConntrackFlushRequest) GetOrig() *ConntrackTuple {
+	if x != nil {
+		return x.Orig
+	}
+	return nil
+}
+
+func (x *ConntrackFlushRequest) GetReply() *ConntrackTuple {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+type ConntrackTuple struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Src           []byte                 `protobuf:"bytes,1,opt,name=src,proto3" json:"src,omitempty"`
+	Dst           []byte                 `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"`
+	SrcPort       uint32                 `protobuf:"varint,3,opt,name=src_port,json=srcPort,proto3" json:"src_port,omitempty"`
+	DstPort       uint32                 `protobuf:"varint,4,opt,name=dst_port,json=dstPort,proto3" json:"dst_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConntrackTuple) Reset() {
+	*x = ConntrackTuple{}
+	mi := &file_plugin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConntrackTuple) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConntrackTuple) ProtoMessage() {}
+
+func (x *ConntrackTuple) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConntrackTuple.ProtoReflect.Descriptor instead.
+func (*ConntrackTuple) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ConntrackTuple) GetSrc() []byte {
+	if x != nil {
+		return x.Src
+	}
+	return nil
+}
+
+func (x *ConntrackTuple) GetDst() []byte {
+	if x != nil {
+		return x.Dst
+	}
+	return nil
+}
+
+func (x *ConntrackTuple) GetSrcPort() uint32 {
+	if x != nil {
+		return x.SrcPort
+	}
+	return 0
+}
+
+func (x *ConntrackTuple) GetDstPort() uint32 {
+	if x != nil {
+		return x.DstPort
+	}
+	return 0
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -4725,7 +4864,17 @@ const file_plugin_proto_rawDesc = "" +
 	"expiryUnix\"w\n" +
 	"\x17NodeFactsChangedRequest\x12-\n" +
 	"\x03old\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03old\x12-\n" +
-	"\x03new\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03new*\x99\x03\n" +
+	"\x03new\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03new\"\xbd\x01\n" +
+	"\x15ConntrackFlushRequest\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\rR\x04zone\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\rR\bprotocol\x128\n" +
+	"\x04orig\x18\x03 \x01(\v2$.switchyard.plugin.v1.ConntrackTupleR\x04orig\x12:\n" +
+	"\x05reply\x18\x04 \x01(\v2$.switchyard.plugin.v1.ConntrackTupleR\x05reply\"j\n" +
+	"\x0eConntrackTuple\x12\x10\n" +
+	"\x03src\x18\x01 \x01(\fR\x03src\x12\x10\n" +
+	"\x03dst\x18\x02 \x01(\fR\x03dst\x12\x19\n" +
+	"\bsrc_port\x18\x03 \x01(\rR\asrcPort\x12\x19\n" +
+	"\bdst_port\x18\x04 \x01(\rR\adstPort*\x99\x03\n" +
 	"\n" +
 	"ActionKind\x12\x12\n" +
 	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
@@ -4761,7 +4910,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
 	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
 	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
-	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\xe2\x06\n" +
+	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\xbe\a\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -4777,7 +4926,8 @@ const file_plugin_proto_rawDesc = "" +
 	"GroupStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.GroupStatsResponse\x12Z\n" +
 	"\n" +
 	"MeterStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.MeterStatsResponse\x12F\n" +
-	"\x05Token\x12\x1b.switchyard.plugin.v1.Empty\x1a .switchyard.plugin.v1.TokenReplyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
+	"\x05Token\x12\x1b.switchyard.plugin.v1.Empty\x1a .switchyard.plugin.v1.TokenReply\x12Z\n" +
+	"\x0eFlushConntrack\x12+.switchyard.plugin.v1.ConntrackFlushRequest\x1a\x1b.switchyard.plugin.v1.EmptyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -4792,7 +4942,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -4858,19 +5008,21 @@ var file_plugin_proto_goTypes = []any{
 	(*ClusterAccess)(nil),            // 61: switchyard.plugin.v1.ClusterAccess
 	(*TokenReply)(nil),               // 62: switchyard.plugin.v1.TokenReply
 	(*NodeFactsChangedRequest)(nil),  // 63: switchyard.plugin.v1.NodeFactsChangedRequest
-	nil,                              // 64: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 65: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 66: switchyard.plugin.v1.Assignment.GrantsEntry
-	nil,                              // 67: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 68: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*ConntrackFlushRequest)(nil),    // 64: switchyard.plugin.v1.ConntrackFlushRequest
+	(*ConntrackTuple)(nil),           // 65: switchyard.plugin.v1.ConntrackTuple
+	nil,                              // 66: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 67: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 68: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 69: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 70: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
 	58, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
-	64, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	65, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	66, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	66, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	67, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	68, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	27, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	61, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
@@ -4907,8 +5059,8 @@ var file_plugin_proto_depIdxs = []int32{
 	37, // 39: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
 	39, // 40: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
 	41, // 41: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	67, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	68, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	69, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	70, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 	36, // 44: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
 	37, // 45: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
 	50, // 46: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
@@ -4920,59 +5072,63 @@ var file_plugin_proto_depIdxs = []int32{
 	60, // 52: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
 	27, // 53: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
 	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
-	6,  // 55: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	59, // 56: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 57: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 58: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 59: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 60: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 61: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 62: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	14, // 63: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
-	20, // 64: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	21, // 65: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	26, // 66: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	24, // 67: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	63, // 68: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
-	43, // 69: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	45, // 70: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	46, // 71: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	46, // 72: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	48, // 73: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 74: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 75: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	49, // 76: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	52, // 77: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	52, // 78: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 79: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	5,  // 80: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 81: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 82: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	19, // 83: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 84: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 85: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	15, // 86: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
-	1,  // 87: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 88: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 89: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 90: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 91: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	44, // 92: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	47, // 93: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 94: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	47, // 95: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 96: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	27, // 97: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 98: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	51, // 99: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	55, // 100: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	57, // 101: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	62, // 102: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	80, // [80:103] is the sub-list for method output_type
-	57, // [57:80] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	65, // 55: switchyard.plugin.v1.ConntrackFlushRequest.orig:type_name -> switchyard.plugin.v1.ConntrackTuple
+	65, // 56: switchyard.plugin.v1.ConntrackFlushRequest.reply:type_name -> switchyard.plugin.v1.ConntrackTuple
+	6,  // 57: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	59, // 58: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 59: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 60: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 61: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 62: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 63: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 64: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	14, // 65: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
+	20, // 66: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	21, // 67: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	26, // 68: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	24, // 69: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	63, // 70: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	43, // 71: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	45, // 72: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	46, // 73: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	46, // 74: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	48, // 75: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 76: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 77: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	49, // 78: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	52, // 79: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	52, // 80: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 81: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	64, // 82: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
+	5,  // 83: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 84: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 85: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 86: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 87: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 88: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 89: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 90: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 91: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 92: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 93: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 94: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	44, // 95: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	47, // 96: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 97: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	47, // 98: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 99: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 100: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 101: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	51, // 102: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	55, // 103: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	57, // 104: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	62, // 105: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	1,  // 106: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
+	83, // [83:107] is the sub-list for method output_type
+	59, // [59:83] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -4986,7 +5142,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

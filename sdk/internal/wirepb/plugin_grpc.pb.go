@@ -548,17 +548,18 @@ var Feature_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Host_Apply_FullMethodName      = "/switchyard.plugin.v1.Host/Apply"
-	Host_CreatePort_FullMethodName = "/switchyard.plugin.v1.Host/CreatePort"
-	Host_DeletePort_FullMethodName = "/switchyard.plugin.v1.Host/DeletePort"
-	Host_GetPort_FullMethodName    = "/switchyard.plugin.v1.Host/GetPort"
-	Host_PacketOut_FullMethodName  = "/switchyard.plugin.v1.Host/PacketOut"
-	Host_NodeFacts_FullMethodName  = "/switchyard.plugin.v1.Host/NodeFacts"
-	Host_Synced_FullMethodName     = "/switchyard.plugin.v1.Host/Synced"
-	Host_Flows_FullMethodName      = "/switchyard.plugin.v1.Host/Flows"
-	Host_GroupStats_FullMethodName = "/switchyard.plugin.v1.Host/GroupStats"
-	Host_MeterStats_FullMethodName = "/switchyard.plugin.v1.Host/MeterStats"
-	Host_Token_FullMethodName      = "/switchyard.plugin.v1.Host/Token"
+	Host_Apply_FullMethodName          = "/switchyard.plugin.v1.Host/Apply"
+	Host_CreatePort_FullMethodName     = "/switchyard.plugin.v1.Host/CreatePort"
+	Host_DeletePort_FullMethodName     = "/switchyard.plugin.v1.Host/DeletePort"
+	Host_GetPort_FullMethodName        = "/switchyard.plugin.v1.Host/GetPort"
+	Host_PacketOut_FullMethodName      = "/switchyard.plugin.v1.Host/PacketOut"
+	Host_NodeFacts_FullMethodName      = "/switchyard.plugin.v1.Host/NodeFacts"
+	Host_Synced_FullMethodName         = "/switchyard.plugin.v1.Host/Synced"
+	Host_Flows_FullMethodName          = "/switchyard.plugin.v1.Host/Flows"
+	Host_GroupStats_FullMethodName     = "/switchyard.plugin.v1.Host/GroupStats"
+	Host_MeterStats_FullMethodName     = "/switchyard.plugin.v1.Host/MeterStats"
+	Host_Token_FullMethodName          = "/switchyard.plugin.v1.Host/Token"
+	Host_FlushConntrack_FullMethodName = "/switchyard.plugin.v1.Host/FlushConntrack"
 )
 
 // HostClient is the client API for Host service.
@@ -582,6 +583,9 @@ type HostClient interface {
 	MeterStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*MeterStatsResponse, error)
 	// Token returns the agent's current ServiceAccount token for the cluster.
 	Token(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TokenReply, error)
+	// FlushConntrack removes conntrack entries of a zone granted to the
+	// plugin (sdk.ConntrackFlusher).
+	FlushConntrack(ctx context.Context, in *ConntrackFlushRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type hostClient struct {
@@ -702,6 +706,16 @@ func (c *hostClient) Token(ctx context.Context, in *Empty, opts ...grpc.CallOpti
 	return out, nil
 }
 
+func (c *hostClient) FlushConntrack(ctx context.Context, in *ConntrackFlushRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Host_FlushConntrack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -723,6 +737,9 @@ type HostServer interface {
 	MeterStats(context.Context, *StatsRequest) (*MeterStatsResponse, error)
 	// Token returns the agent's current ServiceAccount token for the cluster.
 	Token(context.Context, *Empty) (*TokenReply, error)
+	// FlushConntrack removes conntrack entries of a zone granted to the
+	// plugin (sdk.ConntrackFlusher).
+	FlushConntrack(context.Context, *ConntrackFlushRequest) (*Empty, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -765,6 +782,9 @@ func (UnimplementedHostServer) MeterStats(context.Context, *StatsRequest) (*Mete
 }
 func (UnimplementedHostServer) Token(context.Context, *Empty) (*TokenReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Token not implemented")
+}
+func (UnimplementedHostServer) FlushConntrack(context.Context, *ConntrackFlushRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method FlushConntrack not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -985,6 +1005,24 @@ func _Host_Token_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_FlushConntrack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConntrackFlushRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).FlushConntrack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_FlushConntrack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).FlushConntrack(ctx, req.(*ConntrackFlushRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1035,6 +1073,10 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Token",
 			Handler:    _Host_Token_Handler,
+		},
+		{
+			MethodName: "FlushConntrack",
+			Handler:    _Host_FlushConntrack_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,11 @@
+// Package service holds the integration tests of the service plugin:
+// three harness nodes joined to a real apiserver, each with its own
+// ovs-vswitchd on the userspace datapath and the agent running podnet,
+// tunnel and service; pods attached by CNI; Services created in the
+// apiserver and real packets sent to their ClusterIPs. No kube-proxy runs
+// anywhere. The EndpointSlice controller is not in the harness yet, so
+// the tests write each Service's EndpointSlice themselves, as that
+// controller would for ready pods.
+//
+// Tests need root, OVS and the pinned kube-apiserver (make tools).
+package service

@@ -1,0 +1,82 @@
+package service
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// whoPorts is the whoami Service port over TCP and UDP.
+var whoPorts = []svcPort{{"who", corev1.ProtocolTCP, 90, whoamiPort}, {"who-udp", corev1.ProtocolUDP, 90, whoamiPort}}
+
+// nodePorts returns the NodePort of each port name.
+func nodePorts(s *corev1.Service) map[string]int {
+	out := map[string]int{}
+	for _, p := range s.Spec.Ports {
+		out[p.Name] = int(p.NodePort)
+	}
+	return out
+}
+
+// TestNodePort: an "external" host on the underlay reaches NodePort
+// Services on the nodes' addresses. With externalTrafficPolicy Cluster
+// any node serves it from any endpoint, and the endpoint sees the
+// serving node's gateway address (the SNAT that brings answers back);
+// with Local only a node with an endpoint serves it, the endpoint sees the
+// client's own address, and a node without one rejects at once.
+func TestNodePort(t *testing.T) {
+	e := start(t, 3)
+	n1, n2, n3 := e.c.Nodes[0], e.c.Nodes[1], e.c.Nodes[2]
+	b2, b3 := e.backend(t, "b-2", n2), e.backend(t, "b-3", n3)
+	ext, extIP := e.c.AddExternal(t, 250)
+	nodePort := func(p corev1.ServiceExternalTrafficPolicy) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, p }
+	}
+	cl := nodePorts(e.createService(t, "np-cluster", whoPorts, nodePort(corev1.ServiceExternalTrafficPolicyCluster)))
+	lo := nodePorts(e.createService(t, "np-local", whoPorts, nodePort(corev1.ServiceExternalTrafficPolicyLocal)))
+	e.endpoints(t, "np-cluster", whoPorts, b2, b3)
+	e.endpoints(t, "np-local", whoPorts, b2, b3)
+	t.Logf("NodePorts: cluster %v, local %v; external host %s", cl, lo, extIP)
+
+	gw1 := n1.PodCIDR.IP.To4()
+	gw1 = []byte{gw1[0], gw1[1], gw1[2], gw1[3] + 1}
+	for _, network := range []string{"tcp", "udp"} {
+		port := map[string]string{"tcp": "who", "udp": "who-udp"}[network]
+		// Cluster, through node-1, which has no endpoint: SNATed.
+		seen := map[string]int{}
+		for i := range 20 {
+			var got, as string
+			what := fmt.Sprintf("%s to node-1 %s:%d (Cluster), try %d", network, n1.UnderlayIP, cl[port], i)
+			eventually(t, what, func() (err error) {
+				got, as, err = who(ext, network, n1.UnderlayIP, cl[port])
+				return err
+			})
+			if as != gw1.String() {
+				t.Errorf("%s: the endpoint saw %s, want node-1's gateway %s", what, as, gw1)
+			}
+			seen[got]++
+		}
+		if seen[b2.Name] == 0 || seen[b3.Name] == 0 {
+			t.Errorf("%s NodePort (Cluster) through node-1 reached %v, want both endpoints", network, seen)
+		}
+		// Local, through node-2: its own endpoint, the client's address.
+		eventually(t, network+" to node-2 (Local)", func() error {
+			got, as, err := who(ext, network, n2.UnderlayIP, lo[port])
+			if err != nil {
+				return err
+			}
+			if got != b2.Name || as != extIP.String() {
+				return fmt.Errorf("answered by %s seeing %s; want %s seeing the client %s", got, as, b2.Name, extIP)
+			}
+			return nil
+		})
+		// Local, through node-1: no local endpoint, refused.
+		start := time.Now()
+		_, _, err := who(ext, network, n1.UnderlayIP, lo[port])
+		if o := outcome(err); o != "refused" {
+			t.Errorf("%s to node-1 (Local, no endpoint there): %s after %s, want refused", network, o, time.Since(start))
+		}
+	}
+}

@@ -1,0 +1,39 @@
+// Service is the plugin that replaces kube-proxy: it load-balances
+// Kubernetes ClusterIP Services in br-int. It watches Services and
+// EndpointSlices with the agent's credentials (sdk.Cluster) and keeps, for
+// every Service port, an OVS select group with one bucket per ready
+// endpoint; a new connection to the ClusterIP picks a bucket and is
+// DNATed to that endpoint with ct(commit,nat) in a ct zone the host
+// granted, in the PreRouting stage, so NetworkPolicy (EgressSecurity and
+// later) sees the real endpoint. Replies are un-NATed by the same
+// conntrack entry. See package flows for the tables and the path of a
+// packet, and package feature for the watches.
+//
+//   - TCP, UDP and SCTP; several ports per Service; named target ports
+//     (matched by port name in the EndpointSlices).
+//   - Ready endpoints only; serving-but-terminating ones when none is
+//     ready.
+//   - No endpoint: a new connection gets a TCP RST or an ICMP port
+//     unreachable at once (package reject, through a packet-in).
+//   - Hairpin: a pod reaching itself through its Service is SNATed to a
+//     link-local virtual IP (169.254.0.253) and sent back out of its port.
+//   - The node reaches ClusterIPs through a route of the Service CIDRs into
+//     the gateway (package hostnet).
+//   - NodePort on the node's addresses: the node's kernel DNATs it (one
+//     nftables table, switchyard-service) to a link-local NodePort address
+//     routed into br-int, where a select group of its own balances it.
+//     externalTrafficPolicy Local keeps the client's address and uses
+//     local endpoints only (none: rejected); Cluster uses every endpoint
+//     and SNATs to the node's gateway IP so answers come back.
+//   - internalTrafficPolicy Local: the ClusterIP uses local endpoints only.
+//   - Incremental: one Service's change rewrites only its group and flows.
+//   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
+//     conntrack entries of that port towards it are flushed.
+//
+// Not yet: externalIPs and load-balancer ingress IPs, session affinity,
+// IPv6 and dual-stack Services, the node reaching its own NodePorts.
+//
+// Config (the plugin's section of the agent config, all optional):
+// serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP
+// (169.254.0.253), nodePortIP (169.254.0.252).
+package main

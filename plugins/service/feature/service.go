@@ -1,0 +1,794 @@
+package feature
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"switchyard.dev/switchyard/plugins/service/flows"
+	"switchyard.dev/switchyard/plugins/service/hostnet"
+	"switchyard.dev/switchyard/plugins/service/reject"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// Version of the plugin, reported in Describe.
+const Version = "0.1.0"
+
+// Defaults.
+const (
+	DefaultGateway     = "sy-gw0"
+	DefaultServiceCIDR = "10.96.0.0/12"
+)
+
+// Config is the service plugin's section of the agent config.
+type Config struct {
+	// ServiceCIDRs are the ClusterIP ranges the node routes into br-int.
+	ServiceCIDRs []string `json:"serviceCIDRs,omitempty"`
+	// Gateway is podnet's gateway device.
+	Gateway string `json:"gateway,omitempty"`
+	// HairpinIP is the source of hairpin connections and the next hop of
+	// the Service CIDR route (a link-local address nobody owns).
+	HairpinIP string `json:"hairpinIP,omitempty"`
+	// NodePortIP is where the node's kernel sends NodePort traffic into
+	// br-int (a link-local address nobody owns).
+	NodePortIP string `json:"nodePortIP,omitempty"`
+	// StateDir is accepted for symmetry with the other plugins; the
+	// plugin keeps no state: the apiserver is its record.
+	StateDir string `json:"stateDir,omitempty"`
+
+	cidrs    []netip.Prefix
+	hairpin  netip.Addr
+	nodePort netip.Addr
+}
+
+// ParseConfig reads and checks the config section; an error names the key.
+func ParseConfig(b []byte) (Config, error) {
+	c := Config{}
+	if len(b) > 0 && string(b) != "null" {
+		if err := json.Unmarshal(b, &c); err != nil {
+			return c, fmt.Errorf("service config: %w", err)
+		}
+	}
+	if c.Gateway == "" {
+		c.Gateway = DefaultGateway
+	}
+	if len(c.ServiceCIDRs) == 0 {
+		c.ServiceCIDRs = []string{DefaultServiceCIDR}
+	}
+	for _, s := range c.ServiceCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || !p.Addr().Is4() {
+			return c, fmt.Errorf("service config serviceCIDRs: %q is not an IPv4 CIDR (e.g. 10.96.0.0/12); IPv6 Services are not supported yet", s)
+		}
+		c.cidrs = append(c.cidrs, p.Masked())
+	}
+	c.hairpin = flows.DefaultHairpinIP
+	if c.HairpinIP != "" {
+		a, err := netip.ParseAddr(c.HairpinIP)
+		if err != nil || !a.Is4() || !a.IsLinkLocalUnicast() {
+			return c, fmt.Errorf("service config hairpinIP: %q is not an IPv4 link-local address (169.254.0.0/16)", c.HairpinIP)
+		}
+		c.hairpin = a
+	}
+	c.nodePort = flows.DefaultNodePortIP
+	if c.NodePortIP != "" {
+		a, err := netip.ParseAddr(c.NodePortIP)
+		if err != nil || !a.Is4() || !a.IsLinkLocalUnicast() || a == c.hairpin {
+			return c, fmt.Errorf("service config nodePortIP: %q is not an IPv4 link-local address (169.254.0.0/16) other than hairpinIP", c.NodePortIP)
+		}
+		c.nodePort = a
+	}
+	return c, nil
+}
+
+// routed are the destinations the node sends into br-int: the Service
+// CIDRs and the NodePort address.
+func (c Config) routed() []netip.Prefix {
+	return append(slices.Clone(c.cidrs), netip.PrefixFrom(c.nodePort, 32))
+}
+
+// Service implements the plugin.
+type Service struct {
+	log *slog.Logger
+
+	// mu guards everything below; it is held across host calls, so each
+	// Service's change is applied whole before the next.
+	mu       sync.Mutex
+	host     sdk.Host
+	cfg      Config
+	local    flows.Local
+	gw       netlink.Link
+	gwMAC    net.HardwareAddr
+	podCIDRs []netip.Prefix
+	nodeIPs  []netip.Addr
+	// nodePorts are the NodePorts the kernel's table holds, as applied.
+	nodePorts    []hostnet.NodePort
+	nodePortsSet bool
+	// applyNodePortsFn is hostnet.ApplyNodePorts (a seam for unit tests,
+	// which must not touch the machine's nftables).
+	applyNodePortsFn func(nodeIPs []netip.Addr, vip netip.Addr, ports []hostnet.NodePort) error
+	// installed is what the switch holds, by Service key.
+	installed map[string]installed
+	// groups allocates group IDs: by port key and back.
+	groups   map[string]uint32
+	groupKey map[uint32]string
+
+	svcs   listersv1.ServiceLister
+	slices cache.Indexer
+	queue  workqueue.TypedRateLimitingInterface[string]
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// installed is one Service as the switch holds it.
+type installed struct {
+	ports  []flows.Port
+	flows  []flow.Flow
+	groups map[uint32]flow.Group
+}
+
+var (
+	_ sdk.Feature             = (*Service)(nil)
+	_ sdk.Stopper             = (*Service)(nil)
+	_ sdk.PacketInHandler     = (*Service)(nil)
+	_ sdk.NodeFactsSubscriber = (*Service)(nil)
+)
+
+// New returns an unstarted service plugin.
+func New() *Service {
+	return &Service{log: slog.Default(), installed: map[string]installed{}, groups: map[string]uint32{}, groupKey: map[uint32]string{},
+		applyNodePortsFn: hostnet.ApplyNodePorts}
+}
+
+// Describe declares the tables, fields and resources.
+func (s *Service) Describe(_ context.Context, req sdk.DescribeRequest, resp *sdk.DescribeResponse) error {
+	if _, err := ParseConfig(req.Config); err != nil {
+		return err
+	}
+	resp.Name = "service"
+	resp.Version = Version
+	resp.Tables = flows.Tables()
+	resp.Fields = flows.Fields()
+	resp.Resources = flows.Resources()
+	return nil
+}
+
+// Start installs the node-wide flows and the route to the Service CIDRs,
+// then watches Services and EndpointSlices in the background and says
+// Synced once every Service is installed.
+func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+	cfg, err := ParseConfig(req.Config)
+	if err != nil {
+		return err
+	}
+	if req.Cluster.APIServer.URL == "" {
+		return errors.New("the service plugin watches Services and EndpointSlices, but the agent has no apiserver (set kubeconfig in the agent config)")
+	}
+	local, err := flows.LocalOf(req.Assignment.Grants, cfg.hairpin)
+	if err != nil {
+		return err
+	}
+	gw, err := hostnet.Gateway(cfg.Gateway, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	client, err := kubeClient(req.Cluster)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.host, s.log, s.cfg, s.local, s.gw = req.Host, req.Host.Logger(), cfg, local, gw
+	s.setFacts(req.Node)
+	if err := s.host.Apply(ctx, flow.NewBatch().AddFlows(flows.StaticFlows(s.local)...)); err != nil {
+		return fmt.Errorf("installing the service plugin's node-wide flows: %w", err)
+	}
+	if err := hostnet.Install(gw, cfg.hairpin, cfg.routed()); err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	svcInf := factory.Core().V1().Services()
+	sliceInf := factory.Discovery().V1().EndpointSlices()
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{byService: sliceService}); err != nil {
+		return err
+	}
+	s.svcs, s.slices = svcInf.Lister(), sliceInf.Informer().GetIndexer()
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "service"})
+	enqueue := func(key string) {
+		if key != "" {
+			s.queue.Add(key)
+		}
+	}
+	svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { enqueue(objectKey(o)) },
+		UpdateFunc: func(_, o any) { enqueue(objectKey(o)) },
+		DeleteFunc: func(o any) { enqueue(objectKey(o)) },
+	})
+	sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { enqueue(sliceKey(o)) },
+		UpdateFunc: func(old, o any) {
+			enqueue(sliceKey(o))
+			if k := sliceKey(old); k != sliceKey(o) {
+				enqueue(k)
+			}
+		},
+		DeleteFunc: func(o any) { enqueue(sliceKey(o)) },
+	})
+	run, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	factory.Start(run.Done())
+	go s.run(run, factory, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced)
+	s.log.Info("service plugin started", "service_cidrs", cfg.cidrs, "hairpin_ip", cfg.hairpin, "gateway", cfg.Gateway,
+		"dnat_zone", local.DNATZone, "snat_zone", local.SNATZone, "ct_mark_offset", local.MarkOffset)
+	return nil
+}
+
+// kubeClient builds a clientset for the apiserver the host named, asking
+// the host for the token on every request (the SDK caches it).
+func kubeClient(c sdk.Cluster) (kubernetes.Interface, error) {
+	cfg := &rest.Config{Host: c.APIServer.URL, TLSClientConfig: rest.TLSClientConfig{CAData: c.APIServer.CAPEM},
+		UserAgent: "switchyard-service", QPS: 50, Burst: 100}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &bearer{next: rt, tokens: c.Tokens} }
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("a client for the apiserver %s: %w", c.APIServer.URL, err)
+	}
+	return cs, nil
+}
+
+// bearer adds the host's current token to each request.
+type bearer struct {
+	next   http.RoundTripper
+	tokens sdk.TokenSource
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.tokens == nil {
+		return b.next.RoundTrip(r)
+	}
+	t, err := b.tokens.Token(r.Context())
+	if err != nil {
+		return nil, fmt.Errorf("the host gave no apiserver token: %w", err)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t)
+	return b.next.RoundTrip(r)
+}
+
+const byService = "service"
+
+// sliceService indexes an EndpointSlice by the Service it belongs to.
+func sliceService(o any) ([]string, error) {
+	if k := sliceKey(o); k != "" {
+		return []string{k}, nil
+	}
+	return nil, nil
+}
+
+func sliceKey(o any) string {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	es, ok := o.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return ""
+	}
+	name := es.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return ""
+	}
+	return es.Namespace + "/" + name
+}
+
+func objectKey(o any) string {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
+	if err != nil {
+		return ""
+	}
+	return k
+}
+
+// run waits for the informers, installs every Service, says Synced, then
+// syncs Services as they change.
+func (s *Service) run(ctx context.Context, factory informers.SharedInformerFactory, synced ...cache.InformerSynced) {
+	defer close(s.done)
+	defer factory.Shutdown()
+	defer s.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	start := time.Now()
+	n, err := s.syncAll(ctx)
+	if err != nil {
+		s.log.Error("installing the Services failed; retrying each one", "error", err)
+	}
+	if err := s.host.Synced(ctx); err != nil {
+		s.log.Error("could not tell the host the plugin is synced", "error", err)
+	}
+	s.log.Info("services installed", "services", n, "took", time.Since(start).String())
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	for s.work(ctx) {
+	}
+}
+
+func (s *Service) work(ctx context.Context) bool {
+	key, quit := s.queue.Get()
+	if quit {
+		return false
+	}
+	defer s.queue.Done(key)
+	if err := s.sync(ctx, key); err != nil {
+		s.log.Warn("service sync failed; retrying", "service", key, "error", err)
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	return true
+}
+
+// maxOps bounds the initial batches well inside the host's batch limit.
+const maxOps = 8000
+
+// syncAll installs every Service in batches of whole Services.
+func (s *Service) syncAll(ctx context.Context) (int, error) {
+	all, err := s.svcs.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := flow.NewBatch()
+	var pending map[string]installed = map[string]installed{}
+	flush := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := s.host.Apply(ctx, b); err != nil {
+			for k := range pending {
+				s.queue.Add(k)
+			}
+			pending, b = map[string]installed{}, flow.NewBatch()
+			return err
+		}
+		maps.Copy(s.installed, pending)
+		pending, b = map[string]installed{}, flow.NewBatch()
+		return nil
+	}
+	var errs []error
+	for _, svc := range all {
+		key := svc.Namespace + "/" + svc.Name
+		want := s.desired(key, svc)
+		s.diff(b, s.installed[key], want)
+		pending[key] = want
+		if b.Len() >= maxOps {
+			errs = append(errs, flush())
+		}
+	}
+	errs = append(errs, flush(), s.applyNodePorts())
+	return len(all), errors.Join(errs...)
+}
+
+// applyNodePorts brings the kernel's NodePort table to the NodePorts
+// installed, when they (or the node's addresses) changed.
+func (s *Service) applyNodePorts() error {
+	var ps []hostnet.NodePort
+	for _, in := range s.installed {
+		for _, p := range in.ports {
+			if p.ClusterIP == s.cfg.nodePort {
+				ps = append(ps, hostnet.NodePort{Proto: p.Proto, Port: p.Port})
+			}
+		}
+	}
+	slices.SortFunc(ps, func(a, b hostnet.NodePort) int {
+		if a.Proto != b.Proto {
+			return int(a.Proto) - int(b.Proto)
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	ps = slices.Compact(ps)
+	if s.nodePortsSet && slices.Equal(ps, s.nodePorts) {
+		return nil
+	}
+	if err := s.applyNodePortsFn(s.nodeIPs, s.cfg.nodePort, ps); err != nil {
+		return err
+	}
+	s.nodePorts, s.nodePortsSet = ps, true
+	s.log.Info("NodePorts handed to br-int", "node_ips", s.nodeIPs, "nodeports", len(ps))
+	return nil
+}
+
+// sync brings one Service's flows and groups to what the informers say.
+func (s *Service) sync(ctx context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var svc *corev1.Service
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	if got, err := s.svcs.Services(ns).Get(name); err == nil {
+		svc = got
+	}
+	old := s.installed[key]
+	want := s.desired(key, svc)
+	b := flow.NewBatch()
+	s.diff(b, old, want)
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := s.host.Apply(ctx, b); err != nil {
+		return err
+	}
+	if len(want.ports) == 0 {
+		delete(s.installed, key)
+	} else {
+		s.installed[key] = want
+	}
+	s.flushGone(ctx, key, old.ports, want.ports)
+	if err := s.applyNodePorts(); err != nil {
+		return err
+	}
+	for _, p := range old.ports {
+		if !slices.ContainsFunc(want.ports, func(q flows.Port) bool { return q.Group == p.Group }) {
+			s.freeGroup(p.Group)
+		}
+	}
+	s.log.Info("service synced", "service", key, "ports", len(want.ports), "endpoints", endpointCount(want.ports), "ops", b.Len())
+	return nil
+}
+
+// flushGone removes the conntrack entries of UDP connections through a
+// Service port towards an endpoint that left it: UDP has no end, so
+// without this a client that keeps its socket (a DNS resolver) would keep
+// sending to the departed endpoint. Connections to the endpoints that
+// stay, and to the same endpoint through other Services, keep theirs.
+func (s *Service) flushGone(ctx context.Context, key string, old, want []flows.Port) {
+	f, ok := s.host.(sdk.ConntrackFlusher)
+	if !ok {
+		return
+	}
+	type portKey struct {
+		ip    netip.Addr
+		proto uint8
+		port  uint16
+	}
+	still := map[portKey]map[flows.Endpoint]bool{}
+	for _, p := range want {
+		k := portKey{p.ClusterIP, p.Proto, p.Port}
+		still[k] = map[flows.Endpoint]bool{}
+		for _, e := range p.Endpoints {
+			still[k][e] = true
+		}
+	}
+	for _, p := range old {
+		if p.Proto != flows.ProtoUDP {
+			continue
+		}
+		for _, e := range p.Endpoints {
+			if still[portKey{p.ClusterIP, p.Proto, p.Port}][e] {
+				continue
+			}
+			err := f.FlushConntrack(ctx, sdk.ConntrackFilter{Zone: s.local.DNATZone, Protocol: flows.ProtoUDP,
+				Orig:  sdk.ConntrackTuple{Dst: p.ClusterIP, DstPort: p.Port},
+				Reply: sdk.ConntrackTuple{Src: e.IP, SrcPort: e.Port}})
+			if err != nil {
+				s.log.Warn("could not flush the conntrack entries towards a departed UDP endpoint", "service", key, "port", p.Name, "endpoint", netip.AddrPortFrom(e.IP, e.Port), "error", err)
+				continue
+			}
+			s.log.Info("flushed UDP conntrack entries towards a departed endpoint", "service", key, "port", p.Name, "endpoint", netip.AddrPortFrom(e.IP, e.Port))
+		}
+	}
+}
+
+func endpointCount(ps []flows.Port) int {
+	n := 0
+	for _, p := range ps {
+		n += len(p.Endpoints)
+	}
+	return n
+}
+
+// desired is what the switch should hold for svc (nil: deleted).
+func (s *Service) desired(key string, svc *corev1.Service) installed {
+	in := installed{groups: map[uint32]flow.Group{}}
+	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return in
+	}
+	var sl []*discoveryv1.EndpointSlice
+	objs, _ := s.slices.ByIndex(byService, key)
+	for _, o := range objs {
+		if es, ok := o.(*discoveryv1.EndpointSlice); ok {
+			sl = append(sl, es)
+		}
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, ipText := range ips {
+		ip, err := netip.ParseAddr(ipText)
+		if err != nil || !ip.Is4() {
+			continue // "None" (headless), or IPv6: not balanced here yet
+		}
+		for _, sp := range svc.Spec.Ports {
+			proto, ok := protocols[sp.Protocol]
+			if !ok {
+				continue
+			}
+			p := flows.Port{Service: key, Name: sp.Name, Proto: proto, ClusterIP: ip, Port: uint16(sp.Port),
+				Endpoints: endpointsOf(sp, sl, s.podCIDRs)}
+			p.Group = s.group(fmt.Sprintf("%s/%s/%s/%s", key, ip, sp.Protocol, sp.Name))
+			if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
+				p.Endpoints = slices.DeleteFunc(p.Endpoints, func(e flows.Endpoint) bool { return !e.Local })
+			}
+			in.add(s.local, p)
+			if sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
+				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p.Endpoints))
+			}
+		}
+	}
+	return in
+}
+
+func (in *installed) add(l flows.Local, p flows.Port) {
+	fs, g := flows.PortFlows(l, p)
+	in.ports = append(in.ports, p)
+	in.flows = append(in.flows, fs...)
+	if g != nil {
+		in.groups[g.ID] = *g
+	}
+}
+
+// nodePortOf is a Service port's NodePort as br-int balances it: the
+// traffic arrives for the NodePort address; with externalTrafficPolicy
+// Local only local endpoints serve it and the client's address is kept,
+// with Cluster every endpoint does and the source becomes the gateway IP,
+// so answers from other nodes come back here.
+func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, eps []flows.Endpoint) flows.Port {
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	p := flows.Port{Service: key, Name: sp.Name + "@nodeport", Proto: proto, ClusterIP: s.cfg.nodePort, Port: uint16(sp.NodePort), SNAT: !local}
+	for _, e := range eps {
+		if local && !e.Local {
+			continue
+		}
+		e.Local = false // the client is outside: no hairpin
+		p.Endpoints = append(p.Endpoints, e)
+	}
+	p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	return p
+}
+
+var protocols = map[corev1.Protocol]uint8{
+	corev1.ProtocolTCP: flows.ProtoTCP, corev1.ProtocolUDP: flows.ProtoUDP, corev1.ProtocolSCTP: flows.ProtoSCTP, "": flows.ProtoTCP,
+}
+
+// endpointsOf picks the endpoints of one Service port from its slices, as
+// kube-proxy does: ready ones; if none is ready, the serving ones that are
+// terminating. The slice port is found by the Service port's name (the
+// EndpointSlice controller resolved a named targetPort per pod).
+func endpointsOf(sp corev1.ServicePort, sl []*discoveryv1.EndpointSlice, podCIDRs []netip.Prefix) []flows.Endpoint {
+	var ready, terminating []flows.Endpoint
+	seen := map[flows.Endpoint]bool{}
+	proto := sp.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	for _, es := range sl {
+		if es.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		var port uint16
+		for _, p := range es.Ports {
+			pn, pp := "", corev1.ProtocolTCP
+			if p.Name != nil {
+				pn = *p.Name
+			}
+			if p.Protocol != nil {
+				pp = *p.Protocol
+			}
+			if pn == sp.Name && pp == proto && p.Port != nil && *p.Port > 0 && *p.Port < 65536 {
+				port = uint16(*p.Port)
+			}
+		}
+		if port == 0 {
+			continue
+		}
+		for _, e := range es.Endpoints {
+			c := e.Conditions
+			isReady := c.Ready == nil || *c.Ready
+			serving := isReady
+			if c.Serving != nil {
+				serving = *c.Serving
+			}
+			term := c.Terminating != nil && *c.Terminating
+			for _, a := range e.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil || !ip.Is4() {
+					continue
+				}
+				ep := flows.Endpoint{IP: ip, Port: port, Local: slices.ContainsFunc(podCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) })}
+				if seen[ep] {
+					continue
+				}
+				switch {
+				case isReady:
+					seen[ep] = true
+					ready = append(ready, ep)
+				case serving && term:
+					seen[ep] = true
+					terminating = append(terminating, ep)
+				}
+			}
+		}
+	}
+	out := ready
+	if len(out) == 0 {
+		out = terminating
+	}
+	slices.SortFunc(out, func(a, b flows.Endpoint) int {
+		if c := a.IP.Compare(b.IP); c != 0 {
+			return c
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	return out
+}
+
+// group returns the select group ID of a Service port: a hash of its key,
+// so a restarted plugin picks the same IDs, probing past collisions.
+func (s *Service) group(key string) uint32 {
+	if id, ok := s.groups[key]; ok {
+		return id
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	id := h.Sum32() & flow.MaxLocalGroupID
+	for id == 0 || s.groupKey[id] != "" {
+		id = (id + 1) & flow.MaxLocalGroupID
+	}
+	s.groups[key], s.groupKey[id] = id, key
+	return id
+}
+
+func (s *Service) freeGroup(id uint32) {
+	delete(s.groups, s.groupKey[id])
+	delete(s.groupKey, id)
+}
+
+// diff appends to b what turns old into want: groups added, modified or
+// deleted (the batch orders them around the flows), flows by key.
+func (s *Service) diff(b *flow.Batch, old, want installed) {
+	for _, id := range slices.Sorted(maps.Keys(want.groups)) {
+		g := want.groups[id]
+		og, had := old.groups[id]
+		switch {
+		case !had:
+			b.AddGroup(g)
+		case og.String() != g.String():
+			b.ModifyGroup(g)
+		}
+	}
+	for id := range old.groups {
+		if _, ok := want.groups[id]; !ok {
+			b.DeleteGroup(id)
+		}
+	}
+	was := map[flow.Key]flow.Flow{}
+	for _, f := range old.flows {
+		was[f.Key()] = f
+	}
+	is := map[flow.Key]bool{}
+	for _, f := range want.flows {
+		is[f.Key()] = true
+		o, ok := was[f.Key()]
+		switch {
+		case !ok:
+			b.AddFlows(f)
+		case o.String() != f.String() || o.Tag != f.Tag:
+			b.ModifyFlows(f)
+		}
+	}
+	for _, f := range old.flows {
+		if !is[f.Key()] {
+			b.DeleteFlows(f)
+		}
+	}
+}
+
+func (s *Service) setFacts(n sdk.NodeFacts) {
+	s.podCIDRs = n.PodCIDRs
+	s.nodeIPs = append(slices.Clone(n.NodeIPs), n.ExternalIPs...)
+	s.local.GatewayIP = netip.Addr{}
+	switch {
+	case n.GatewayIP.Is4():
+		s.local.GatewayIP = n.GatewayIP
+	default:
+		for _, c := range n.PodCIDRs {
+			if c.Addr().Is4() {
+				s.local.GatewayIP = c.Masked().Addr().Next() // podnet's IPAM gives the gateway the first address
+				break
+			}
+		}
+	}
+	s.gwMAC = n.GatewayMAC
+	if len(s.gwMAC) != 6 && s.gw != nil {
+		s.gwMAC = s.gw.Attrs().HardwareAddr
+	}
+}
+
+// NodeFactsChanged re-derives which endpoints are local (pod CIDRs) and
+// resyncs every Service.
+func (s *Service) NodeFactsChanged(_ context.Context, req sdk.NodeFactsChangedRequest, _ *sdk.NodeFactsChangedResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setFacts(req.New)
+	s.nodePortsSet = false // the node's addresses may have changed
+	if err := s.applyNodePorts(); err != nil {
+		s.log.Warn("could not update the NodePort table for new node addresses", "error", err)
+	}
+	if s.queue != nil {
+		for k := range s.installed {
+			s.queue.Add(k)
+		}
+	}
+	return nil
+}
+
+// PacketIn answers a new connection to a Service port without endpoints.
+func (s *Service) PacketIn(ctx context.Context, req sdk.PacketInRequest, _ *sdk.PacketInResponse) error {
+	if req.Table != flows.LB || string(req.Userdata) != string(flows.RejectUserdata) {
+		return nil
+	}
+	s.mu.Lock()
+	host, mac := s.host, s.gwMAC
+	s.mu.Unlock()
+	out, err := reject.Answer(req.Data, mac)
+	if errors.Is(err, reject.ErrNotAnswered) {
+		return nil
+	}
+	if err != nil {
+		s.log.Debug("a packet to a Service without endpoints could not be answered", "table", req.Table, "error", err)
+		return nil
+	}
+	return host.PacketOut(ctx, sdk.PacketOut{ResumeTable: flows.Inject, Data: out})
+}
+
+// Stop ends the watches. Flows stay (a next incarnation takes them
+// over); on unload the route to the Service CIDRs goes too.
+func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopResponse) error {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	if !req.Unload || s.gw == nil {
+		return nil
+	}
+	s.log.Info("unloaded: removing the route to the Service CIDRs and the NodePort table", "service_cidrs", s.cfg.cidrs)
+	return errors.Join(hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))
+}

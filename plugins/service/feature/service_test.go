@@ -1,0 +1,212 @@
+package feature
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"switchyard.dev/switchyard/plugins/service/flows"
+	"switchyard.dev/switchyard/plugins/service/hostnet"
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig(nil)
+	if err != nil || c.Gateway != DefaultGateway || c.cidrs[0].String() != DefaultServiceCIDR || c.hairpin != flows.DefaultHairpinIP {
+		t.Errorf("defaults: %+v, %v", c, err)
+	}
+	for _, tc := range []struct{ in, key string }{
+		{`{"serviceCIDRs": ["10.96.0.0/33"]}`, "serviceCIDRs"},
+		{`{"serviceCIDRs": ["fd00::/108"]}`, "serviceCIDRs"},
+		{`{"hairpinIP": "10.0.0.1"}`, "hairpinIP"},
+		{`{"gateway": 5}`, "service config"},
+	} {
+		if _, err := ParseConfig([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s: got %v, want an error naming %s", tc.in, err, tc.key)
+		}
+	}
+}
+
+// slice builds an EndpointSlice of svc with one port and endpoints
+// given as address → conditions.
+func slice(name, svc, port string, num int32, eps map[string]discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr(port), Port: ptr(num), Protocol: ptr(corev1.ProtocolTCP)}}}
+	for a, c := range eps {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: c})
+	}
+	return es
+}
+
+var (
+	ready       = discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true)}
+	terminating = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+	notReady    = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false)}
+)
+
+func TestEndpointsOf(t *testing.T) {
+	local := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
+	sp := corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}
+	ep := func(a string, port uint16) flows.Endpoint {
+		ip := netip.MustParseAddr(a)
+		return flows.Endpoint{IP: ip, Port: port, Local: local[0].Contains(ip)}
+	}
+	tests := []struct {
+		name   string
+		slices []*discoveryv1.EndpointSlice
+		want   []flows.Endpoint
+	}{
+		{"ready only, sorted, local marked",
+			[]*discoveryv1.EndpointSlice{slice("a", "web", "http", 8080, map[string]discoveryv1.EndpointConditions{
+				"10.244.2.5": ready, "10.244.1.5": ready, "10.244.3.5": notReady, "10.244.3.6": terminating})},
+			[]flows.Endpoint{ep("10.244.1.5", 8080), ep("10.244.2.5", 8080)}},
+		{"serving terminating when none is ready",
+			[]*discoveryv1.EndpointSlice{slice("a", "web", "http", 8080, map[string]discoveryv1.EndpointConditions{
+				"10.244.3.5": notReady, "10.244.3.6": terminating})},
+			[]flows.Endpoint{ep("10.244.3.6", 8080)}},
+		{"named target port differs per slice; other port names ignored",
+			[]*discoveryv1.EndpointSlice{
+				slice("a", "web", "http", 8080, map[string]discoveryv1.EndpointConditions{"10.244.2.5": ready}),
+				slice("b", "web", "http", 9090, map[string]discoveryv1.EndpointConditions{"10.244.2.6": ready}),
+				slice("c", "web", "metrics", 9100, map[string]discoveryv1.EndpointConditions{"10.244.2.7": ready})},
+			[]flows.Endpoint{ep("10.244.2.5", 8080), ep("10.244.2.6", 9090)}},
+		{"nil conditions count as ready", []*discoveryv1.EndpointSlice{slice("a", "web", "http", 8080, map[string]discoveryv1.EndpointConditions{"10.244.2.5": {}})},
+			[]flows.Endpoint{ep("10.244.2.5", 8080)}},
+		{"no slices", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := cmp.Diff(tt.want, endpointsOf(sp, tt.slices, local), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+				t.Errorf("endpoints (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// recordingHost records the batches a feature applies.
+type recordingHost struct {
+	sdk.Host
+	batches []*flow.Batch
+}
+
+func (h *recordingHost) Apply(_ context.Context, b *flow.Batch) error {
+	h.batches = append(h.batches, b)
+	return nil
+}
+
+// TestSyncIsIncremental: an endpoint change of one Service rewrites that
+// Service's group and its changed flows only; a deleted Service loses all
+// of its own.
+func TestSyncIsIncremental(t *testing.T) {
+	ctx := context.Background()
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	h := &recordingHost{}
+	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
+	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	for i, name := range []string{"web", "api"} {
+		svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0." + string(rune('1'+i)), Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
+		sl.Add(slice(name, name, "http", 8080, map[string]discoveryv1.EndpointConditions{"10.244.2.5": ready, "10.244.3.5": ready}))
+		if err := s.sync(ctx, "default/"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One endpoint of web leaves.
+	sl.Update(slice("web", "web", "http", 8080, map[string]discoveryv1.EndpointConditions{"10.244.2.5": ready}))
+	if err := s.sync(ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, o := range h.batches[len(h.batches)-1].Ops {
+		ops = append(ops, o.String())
+	}
+	web := s.installed["default/web"].ports[0].Group
+	want := []string{
+		fmt.Sprintf("modify group_id=%d", web) + ",type=select,selection_method=dp_hash,bucket=weight:100,actions=load:0xaf40205->reg:service.ep_ip,load:0x1f90->reg:service.ep_port,resubmit(,@service.dnat)",
+		"delete table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40305,reg:service.ep_port=0x1f90,reg:service.svc=" + fmt.Sprintf("%#x", web) + " actions=ct(commit,table=@next,zone=5,nat(dst=10.244.3.5:8080),exec(set_field:0x1/0x7->ct_mark))",
+	}
+	if d := cmp.Diff(want, ops); d != "" {
+		t.Errorf("the endpoint change's batch (-want +got):\n%s", d)
+	}
+	// Nothing changed: nothing is sent.
+	n := len(h.batches)
+	if err := s.sync(ctx, "default/api"); err != nil || len(h.batches) != n {
+		t.Errorf("a sync without change sent %d batches (%v)", len(h.batches)-n, err)
+	}
+	// api is deleted: its group and every flow of it go, web's stay.
+	svcs.Delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "default"}})
+	if err := s.sync(ctx, "default/api"); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range h.batches[len(h.batches)-1].Ops {
+		if o.Kind != flow.OpDelete || (o.Flow != nil && o.Flow.Tag != flows.ServiceTag("default/api")) {
+			t.Errorf("deleting api: unexpected op %s", o)
+		}
+	}
+	if _, ok := s.installed["default/api"]; ok {
+		t.Errorf("api still recorded as installed")
+	}
+}
+
+// flushingHost also records conntrack flushes.
+type flushingHost struct {
+	recordingHost
+	flushes []sdk.ConntrackFilter
+}
+
+func (h *flushingHost) FlushConntrack(_ context.Context, f sdk.ConntrackFilter) error {
+	h.flushes = append(h.flushes, f)
+	return nil
+}
+
+// TestDepartedUDPEndpointFlushed: an endpoint leaving a UDP port flushes
+// exactly that port's entries towards it; a TCP port's do not.
+func TestDepartedUDPEndpointFlushed(t *testing.T) {
+	ctx := context.Background()
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	h := &flushingHost{}
+	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
+	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "default"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP}}}})
+	both := func(eps map[string]discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
+		es := slice("dns", "dns", "dns", 5353, eps)
+		es.Ports[0].Protocol = ptr(corev1.ProtocolUDP)
+		es.Ports = append(es.Ports, discoveryv1.EndpointPort{Name: ptr("dns-tcp"), Port: ptr(int32(5353)), Protocol: ptr(corev1.ProtocolTCP)})
+		return es
+	}
+	sl.Add(both(map[string]discoveryv1.EndpointConditions{"10.244.2.5": ready, "10.244.3.5": ready}))
+	if err := s.sync(ctx, "default/dns"); err != nil {
+		t.Fatal(err)
+	}
+	sl.Update(both(map[string]discoveryv1.EndpointConditions{"10.244.2.5": ready}))
+	if err := s.sync(ctx, "default/dns"); err != nil {
+		t.Fatal(err)
+	}
+	want := []sdk.ConntrackFilter{{Zone: 5, Protocol: flows.ProtoUDP,
+		Orig:  sdk.ConntrackTuple{Dst: netip.MustParseAddr("10.96.0.10"), DstPort: 53},
+		Reply: sdk.ConntrackTuple{Src: netip.MustParseAddr("10.244.3.5"), SrcPort: 5353}}}
+	if d := cmp.Diff(want, h.flushes, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+		t.Errorf("flushes (-want +got):\n%s", d)
+	}
+}

@@ -1,0 +1,50 @@
+// Package flows computes the service plugin's OpenFlow pipeline: the
+// tables, register fields and shared resources it declares, the flows that
+// are the same on every node, and, for one Service port, the select group
+// and flows that load-balance it. It is pure (no I/O), so the exact flow
+// set is unit-tested, and the same functions give what to add, what to
+// delete and what a restarted plugin re-installs.
+//
+// The path of a packet (IP pipeline, tables in stage order):
+//
+//	ConntrackState  service.unsnat     nw_dst=HairpinIP or GatewayIP: ct(zone=snat,nat) undoes a
+//	                                   hairpin or NodePort SNAT
+//	ConntrackState  service.conntrack  every IP packet: ct(zone=dnat,nat): an established
+//	                                   service connection gets its DNAT (or, replies, its un-DNAT)
+//	ConntrackState  service.ct_mark    ct_mark hairpin bit → reg service.hairpin=1, SNAT bit →
+//	                                   reg service.snat=1
+//	PreRouting      service.lb         ct_state=+new+trk to a ClusterIP:port (or the NodePort
+//	                                   address:NodePort, its own group) → reg service.svc = the
+//	                                   port's group ID, group:ID (select, dp_hash); no endpoint →
+//	                                   controller (the plugin answers with a TCP RST or an ICMP
+//	                                   port unreachable)
+//	                (group bucket)     reg service.ep_ip/ep_port = the endpoint, resubmit(service.dnat)
+//	PreRouting      service.dnat       svc, ep_ip, ep_port → ct(commit,zone=dnat,nat(dst=ep:port),
+//	                                   ct_mark service bit); from the endpoint itself (hairpin)
+//	                                   also the hairpin bit
+//	PreRouting      service.inject     empty: where the plugin's reject packets re-enter the
+//	                                   pipeline (podnet's routing then delivers them)
+//	PreRouting      service.l4         SCTP only: the target port (forward) and the Service port
+//	                                   (replies), which the userspace conntrack cannot translate
+//	(EgressSecurity, Routing, ...: other plugins see the real endpoint as destination)
+//	PostRouting     service.snat       hairpin: ct(commit,zone=snat,nat(src=HairpinIP)), so the
+//	                                   endpoint answers the virtual IP, not itself; NodePort with
+//	                                   externalTrafficPolicy Cluster: nat(src=GatewayIP), so the
+//	                                   answer of an endpoint on another node comes back here
+//	Conntrack       service.output     hairpin: output to IN_PORT (the endpoint is the client),
+//	                                   after every policy stage, before podnet's output
+//
+// One select group per Service port, with one bucket per endpoint, so an
+// endpoint change rewrites that group and the service's dnat flows only.
+// Every flow of a Service carries the Service's tag (ServiceTag).
+//
+// The node reaches ClusterIPs through a route of the Service CIDR via
+// HairpinIP on the gateway device, HairpinIP being a permanent neighbour
+// at the gateway's own MAC: the packets enter br-int from the gateway port
+// addressed like routed pod traffic (package hostnet).
+//
+// IPv4 only for now: the endpoint register is 32 bits.
+//
+// To add a flow kind: add it to StaticFlows or PortFlows and extend the
+// golden lists in flows_test.go.
+package flows

@@ -1,0 +1,307 @@
+package flows
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+
+	"switchyard.dev/switchyard/sdk"
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+// Table names. They are global on the node, hence the prefix.
+const (
+	UnSNAT    = "service.unsnat"
+	Conntrack = "service.conntrack"
+	CTMark    = "service.ct_mark"
+	LB        = "service.lb"
+	DNAT      = "service.dnat"
+	L4        = "service.l4"
+	Inject    = "service.inject"
+	SNAT      = "service.snat"
+	Output    = "service.output"
+)
+
+// Tables declares the service plugin's tables. None is exported: nobody
+// else needs to write into them.
+func Tables() []sdk.Table {
+	ip := flow.PipelineIP
+	return []sdk.Table{
+		{Name: UnSNAT, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext},
+		{Name: Conntrack, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{UnSNAT}},
+		{Name: CTMark, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{Conntrack}},
+		{Name: LB, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext},
+		{Name: DNAT, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{LB}},
+		{Name: L4, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{DNAT}},
+		{Name: Inject, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{L4}},
+		{Name: SNAT, Pipeline: ip, Stage: flow.StagePostRouting, Miss: sdk.MissNext},
+		// The last stage before Output, whose first table is podnet's:
+		// a hairpin packet leaves here, after every policy stage.
+		{Name: Output, Pipeline: ip, Stage: flow.StageConntrack, Miss: sdk.MissNext},
+	}
+}
+
+// Register fields.
+var (
+	// FieldSvc is the group ID of the Service port a new connection is
+	// balanced by; the dnat flows match it, so two Services sharing an
+	// endpoint never share a flow.
+	FieldSvc = flow.Field{Name: "service.svc", Width: 24}
+	// FieldEPIP and FieldEPPort are the endpoint a group bucket chose.
+	FieldEPIP   = flow.Field{Name: "service.ep_ip", Width: 32}
+	FieldEPPort = flow.Field{Name: "service.ep_port", Width: 16}
+	// FieldHairpin marks a packet of a connection from an endpoint to
+	// itself through its Service.
+	FieldHairpin = flow.Field{Name: "service.hairpin", Width: 1}
+	// FieldSNAT marks a packet of a NodePort connection with
+	// externalTrafficPolicy Cluster: its source becomes the node's
+	// gateway IP, so the endpoint (maybe on another node) answers here.
+	FieldSNAT = flow.Field{Name: "service.snat", Width: 1}
+)
+
+// Fields lists the register fields the plugin requests.
+func Fields() []flow.Field {
+	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT}
+}
+
+// Shared resources, by name.
+const (
+	ResDNATZone = "service.dnat_zone"
+	ResSNATZone = "service.snat_zone"
+	// ResCTMark is three bits of ct_mark: the low one says "a Service
+	// connection" (published, so a policy plugin can tell Service traffic
+	// apart), the next "hairpin", the high one "SNAT to the gateway IP".
+	ResCTMark = "service.ct_mark"
+)
+
+// Resources declares the ct zones and ct_mark bits.
+func Resources() []sdk.Resource {
+	return []sdk.Resource{
+		{Kind: sdk.ResourceCTZone, Name: ResDNATZone},
+		{Kind: sdk.ResourceCTZone, Name: ResSNATZone},
+		{Kind: sdk.ResourceCTMark, Name: ResCTMark, Width: 3, Exported: true},
+	}
+}
+
+// DefaultHairpinIP is the source a hairpin connection is SNATed to, and
+// the next hop of the node's route to the Service CIDR. It is link-local:
+// no pod or node owns it.
+var DefaultHairpinIP = netip.MustParseAddr("169.254.0.253")
+
+// DefaultNodePortIP is where the node's kernel sends NodePort traffic
+// (a DNAT in nftables, package hostnet): into br-int through the gateway,
+// where the NodePort's flows balance it.
+var DefaultNodePortIP = netip.MustParseAddr("169.254.0.252")
+
+// Local is what the flows need of this node: the granted zones and bits,
+// and its addresses.
+type Local struct {
+	DNATZone, SNATZone uint16
+	// MarkOffset is the first ct_mark bit granted.
+	MarkOffset uint8
+	HairpinIP  netip.Addr
+	// GatewayIP is the node's IPv4 gateway address, the source NodePort
+	// connections with externalTrafficPolicy Cluster get (invalid: none).
+	GatewayIP netip.Addr
+}
+
+// LocalOf reads the grants of an assignment.
+func LocalOf(grants map[string]sdk.Grant, hairpin netip.Addr) (Local, error) {
+	d, ok1 := grants[ResDNATZone]
+	s, ok2 := grants[ResSNATZone]
+	m, ok3 := grants[ResCTMark]
+	if !ok1 || !ok2 || !ok3 {
+		return Local{}, fmt.Errorf("the host granted none of %s, %s, %s (got %v); is the agent older than the service plugin?", ResDNATZone, ResSNATZone, ResCTMark, grants)
+	}
+	return Local{DNATZone: uint16(d.Value), SNATZone: uint16(s.Value), MarkOffset: m.Offset, HairpinIP: hairpin}, nil
+}
+
+// MarkService and MarkHairpin are the ct_mark bits.
+func (l Local) MarkService() uint32 { return 1 << l.MarkOffset }
+func (l Local) MarkHairpin() uint32 { return 1 << (l.MarkOffset + 1) }
+func (l Local) MarkSNAT() uint32    { return 1 << (l.MarkOffset + 2) }
+func (l Local) markMask() uint32    { return l.MarkService() | l.MarkHairpin() | l.MarkSNAT() }
+
+// Priorities.
+const (
+	prioDefault = 100
+	prioService = 200
+	prioHairpin = 210
+)
+
+// Tracked connection states.
+var (
+	trkNew = flow.Match{}.CTState(flow.CTTracked|flow.CTNew, flow.CTTracked|flow.CTNew)
+	trkFw  = flow.Match{}.CTState(flow.CTTracked, flow.CTTracked|flow.CTReply)
+)
+
+// StaticFlows are the node-wide flows: conntrack for every IP packet, the
+// hairpin SNAT and its undoing, and hairpin output.
+func StaticFlows(l Local) []flow.Flow {
+	hairpin := flow.Match{}.Field(FieldHairpin, 1)
+	next := flow.NextTable()
+	fs := []flow.Flow{
+		{Table: UnSNAT, Priority: prioService, Match: flow.Match{}.IPv4().IPv4Dst(l.HairpinIP),
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
+		{Table: Conntrack, Priority: prioDefault, Match: flow.Match{}.IPv4(),
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.DNATZone, NAT: &flow.NAT{}, Resume: next})}},
+		{Table: CTMark, Priority: prioService, Match: flow.Match{}.IPv4().CTMark(l.MarkHairpin(), l.MarkHairpin()),
+			Actions: []flow.Action{flow.LoadField(FieldHairpin, 1)}, Goto: next},
+		// Every packet of a hairpin connection in the original direction:
+		// the first commits the SNAT, later ones get the same binding
+		// (a commit on an existing connection keeps its NAT).
+		{Table: SNAT, Priority: prioService, Match: trkFw.IPv4().Field(FieldHairpin, 1),
+			Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: l.SNATZone, Resume: next,
+				NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: l.HairpinIP}})}},
+		{Table: Output, Priority: prioService, Match: hairpin.Field(flow.FieldOutputReady, 1),
+			Actions: []flow.Action{flow.OutputInPort()}},
+	}
+	if l.GatewayIP.IsValid() {
+		fs = append(fs,
+			// Answers to NodePort connections SNATed to the gateway IP;
+			// anything else to the gateway IP finds no entry and passes.
+			flow.Flow{Table: UnSNAT, Priority: prioService, Match: flow.Match{}.IPv4().IPv4Dst(l.GatewayIP),
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
+			flow.Flow{Table: CTMark, Priority: prioService, Match: flow.Match{}.IPv4().CTMark(l.MarkSNAT(), l.MarkSNAT()),
+				Actions: []flow.Action{flow.LoadField(FieldSNAT, 1)}, Goto: next},
+			flow.Flow{Table: SNAT, Priority: prioService, Match: trkFw.IPv4().Field(FieldSNAT, 1),
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: l.SNATZone, Resume: next,
+					NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: l.GatewayIP}})}},
+		)
+	}
+	return fs
+}
+
+// Protocol numbers of the Service protocols.
+const (
+	ProtoTCP  = flow.ProtoTCP
+	ProtoUDP  = flow.ProtoUDP
+	ProtoSCTP = flow.ProtoSCTP
+)
+
+// Endpoint is one backend of a Service port.
+type Endpoint struct {
+	IP   netip.Addr
+	Port uint16
+	// Local: the endpoint is a pod of this node, so it may be its own
+	// client (hairpin).
+	Local bool
+}
+
+// Port is one port of one Service, as the switch balances it.
+type Port struct {
+	// Service is namespace/name; Name the port's name.
+	Service, Name string
+	Proto         uint8
+	ClusterIP     netip.Addr
+	Port          uint16
+	// Group is the select group's local ID, also loaded into FieldSvc.
+	Group     uint32
+	Endpoints []Endpoint
+	// SNAT: new connections get the gateway IP as source (a NodePort with
+	// externalTrafficPolicy Cluster).
+	SNAT bool
+}
+
+// ServiceTag is the cookie tag of a Service's flows: a hash of
+// namespace/name.
+func ServiceTag(service string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(service))
+	return h.Sum32()
+}
+
+// RejectUserdata marks the packet-ins of the lb table's reject flows.
+var RejectUserdata = []byte("reject")
+
+// RejectMaxLen is how much of a rejected packet the switch sends up:
+// enough for the headers an answer quotes.
+const RejectMaxLen = 128
+
+func (p Port) dstMatch() flow.Match {
+	m := trkNew.L4(flow.V4, p.Proto).IPv4Dst(p.ClusterIP)
+	switch p.Proto {
+	case ProtoTCP:
+		m = m.TCPDst(p.Port)
+	case ProtoUDP:
+		m = m.UDPDst(p.Port)
+	case ProtoSCTP:
+		m = m.SCTPDst(p.Port)
+	}
+	return m
+}
+
+// PortFlows are the flows of one Service port and its select group (nil
+// when the port has no endpoint: new connections are then rejected).
+func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
+	tag := ServiceTag(p.Service)
+	if len(p.Endpoints) == 0 {
+		return []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
+			Actions: []flow.Action{flow.Controller(RejectMaxLen, RejectUserdata)}}}, nil
+	}
+	fs := []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
+		Actions: []flow.Action{flow.LoadField(FieldSvc, p.Group), flow.ApplyGroup(p.Group)}}}
+	g := &flow.Group{ID: p.Group, Type: flow.GroupSelect, Selection: &flow.Selection{Method: flow.SelectDPHash}}
+	for _, e := range p.Endpoints {
+		ip := ip4(e.IP)
+		g.Buckets = append(g.Buckets, flow.Bucket{Weight: 100, Actions: []flow.Action{
+			flow.LoadField(FieldEPIP, ip), flow.LoadField(FieldEPPort, uint32(e.Port)),
+			flow.Resubmit(flow.GotoTable(DNAT))}})
+		m := flow.Match{}.L4(flow.V4, p.Proto).Field(FieldSvc, p.Group).Field(FieldEPIP, ip).Field(FieldEPPort, uint32(e.Port))
+		nat := &flow.NAT{Kind: flow.NATDst, MinAddr: e.IP, MinPort: e.Port}
+		if p.Proto == ProtoSCTP {
+			// The userspace datapath's conntrack tracks SCTP by address
+			// only and cannot translate its ports: service.l4 does.
+			nat.MinPort = 0
+		}
+		ct := func(mark uint32) flow.Action {
+			return flow.Conntrack(flow.CT{Commit: true, Zone: l.DNATZone, Resume: flow.NextTable(),
+				NAT: nat, Mark: mark, MarkMask: l.markMask()})
+		}
+		acts := []flow.Action{ct(l.MarkService())}
+		if p.SNAT {
+			acts = []flow.Action{flow.LoadField(FieldSNAT, 1), ct(l.MarkService() | l.MarkSNAT())}
+		}
+		fs = append(fs, flow.Flow{Table: DNAT, Priority: prioService, Match: m, Tag: tag, Actions: acts})
+		if e.Local {
+			// The endpoint is its own client: mark the connection (later
+			// packets get the register from service.ct_mark) and this
+			// packet, for the SNAT and the output to IN_PORT.
+			fs = append(fs, flow.Flow{Table: DNAT, Priority: prioHairpin, Match: m.IPv4Src(e.IP), Tag: tag,
+				Actions: []flow.Action{flow.LoadField(FieldHairpin, 1), ct(l.MarkService() | l.MarkHairpin())}})
+		}
+	}
+	return append(fs, sctpPortFlows(l, p, tag)...), g
+}
+
+// sctpPortFlows translate an SCTP Service port to its endpoints' target
+// ports and back, statelessly, after the DNAT of the address: the switch
+// recomputes the SCTP checksum.
+func sctpPortFlows(l Local, p Port, tag uint32) []flow.Flow {
+	if p.Proto != ProtoSCTP {
+		return nil
+	}
+	svc := flow.Match{}.CTMark(l.MarkService(), l.MarkService()).SCTP4()
+	fw := svc.CTState(flow.CTTracked, flow.CTTracked|flow.CTReply)
+	rpl := svc.CTState(flow.CTTracked|flow.CTReply, flow.CTTracked|flow.CTReply)
+	var fs []flow.Flow
+	back := map[uint16]bool{}
+	for _, e := range p.Endpoints {
+		if e.Port == p.Port {
+			continue
+		}
+		fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: fw.IPv4Dst(e.IP).SCTPDst(p.Port), Tag: tag,
+			Actions: []flow.Action{flow.SetL4Port(flow.MatchSCTPDst, e.Port)}, Goto: flow.NextTable()})
+		if !back[e.Port] {
+			back[e.Port] = true
+			fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: rpl.IPv4Src(p.ClusterIP).SCTPSrc(e.Port), Tag: tag,
+				Actions: []flow.Action{flow.SetL4Port(flow.MatchSCTPSrc, p.Port)}, Goto: flow.NextTable()})
+		}
+	}
+	return fs
+}
+
+func ip4(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}

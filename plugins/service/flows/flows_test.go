@@ -1,0 +1,121 @@
+package flows
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"switchyard.dev/switchyard/sdk/flow"
+)
+
+var local = Local{DNATZone: 5, SNATZone: 6, MarkOffset: 0, HairpinIP: DefaultHairpinIP, GatewayIP: netip.MustParseAddr("10.244.1.1")}
+
+func strs(fs []flow.Flow) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+func TestStaticFlows(t *testing.T) {
+	want := []string{
+		"table=service.unsnat, priority=200, ip,nw_dst=169.254.0.253 actions=ct(table=@next,zone=6,nat)",
+		"table=service.conntrack, priority=100, ip actions=ct(table=@next,zone=5,nat)",
+		"table=service.ct_mark, priority=200, ct_mark=0x2/0x2,ip actions=load:0x1->reg:service.hairpin,goto_table:@next",
+		"table=service.snat, priority=200, ct_state=-rpl+trk,ip,reg:service.hairpin=0x1 actions=ct(commit,table=@next,zone=6,nat(src=169.254.0.253))",
+		"table=service.output, priority=200, reg:sdk.output_ready=0x1,reg:service.hairpin=0x1 actions=IN_PORT",
+		// NodePort with externalTrafficPolicy Cluster: SNAT to the gateway IP.
+		"table=service.unsnat, priority=200, ip,nw_dst=10.244.1.1 actions=ct(table=@next,zone=6,nat)",
+		"table=service.ct_mark, priority=200, ct_mark=0x4/0x4,ip actions=load:0x1->reg:service.snat,goto_table:@next",
+		"table=service.snat, priority=200, ct_state=-rpl+trk,ip,reg:service.snat=0x1 actions=ct(commit,table=@next,zone=6,nat(src=10.244.1.1))",
+	}
+	got := strs(StaticFlows(local))
+	for _, f := range StaticFlows(local) {
+		if err := f.Validate(); err != nil {
+			t.Errorf("invalid flow %s: %v", f.String(), err)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("static flows (-want +got):\n%s", d)
+	}
+}
+
+func TestPortFlows(t *testing.T) {
+	p := Port{Service: "default/web", Name: "http", Proto: ProtoTCP, ClusterIP: netip.MustParseAddr("10.96.0.10"), Port: 80, Group: 7,
+		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.1.5"), Port: 8080, Local: true}, {IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}}
+	fs, g := PortFlows(local, p)
+	want := []string{
+		"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=load:0x7->reg:service.svc,group:7",
+		"table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40105,reg:service.ep_port=0x1f90,reg:service.svc=0x7 actions=ct(commit,table=@next,zone=5,nat(dst=10.244.1.5:8080),exec(set_field:0x1/0x7->ct_mark))",
+		// The local endpoint may be its own client: hairpin.
+		"table=service.dnat, priority=210, tcp,reg:service.ep_ip=0xaf40105,reg:service.ep_port=0x1f90,reg:service.svc=0x7,nw_src=10.244.1.5 actions=load:0x1->reg:service.hairpin,ct(commit,table=@next,zone=5,nat(dst=10.244.1.5:8080),exec(set_field:0x3/0x7->ct_mark))",
+		"table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40205,reg:service.ep_port=0x1f90,reg:service.svc=0x7 actions=ct(commit,table=@next,zone=5,nat(dst=10.244.2.5:8080),exec(set_field:0x1/0x7->ct_mark))",
+	}
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("port flows (-want +got):\n%s", d)
+	}
+	wantGroup := "group_id=7,type=select,selection_method=dp_hash," +
+		"bucket=weight:100,actions=load:0xaf40105->reg:service.ep_ip,load:0x1f90->reg:service.ep_port,resubmit(,@service.dnat)," +
+		"bucket=weight:100,actions=load:0xaf40205->reg:service.ep_ip,load:0x1f90->reg:service.ep_port,resubmit(,@service.dnat)"
+	if d := cmp.Diff(wantGroup, g.String()); d != "" {
+		t.Errorf("group (-want +got):\n%s", d)
+	}
+	for _, f := range fs {
+		if err := f.Validate(); err != nil {
+			t.Errorf("invalid flow %s: %v", f.String(), err)
+		}
+		if f.Tag != ServiceTag("default/web") {
+			t.Errorf("flow %s does not carry the service's tag", f.String())
+		}
+	}
+	if err := g.Validate(); err != nil {
+		t.Errorf("invalid group: %v", err)
+	}
+}
+
+func TestPortWithoutEndpointsRejects(t *testing.T) {
+	p := Port{Service: "default/web", Name: "dns", Proto: ProtoUDP, ClusterIP: netip.MustParseAddr("10.96.0.10"), Port: 53, Group: 8}
+	fs, g := PortFlows(local, p)
+	if g != nil {
+		t.Errorf("a port without endpoints got a group: %s", g.String())
+	}
+	want := []string{"table=service.lb, priority=200, ct_state=+new+trk,udp,nw_dst=10.96.0.10,tp_dst=53 actions=controller(max_len=128,userdata=72.65.6a.65.63.74)"}
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("reject flows (-want +got):\n%s", d)
+	}
+}
+
+func TestSCTPPortTranslatedStatelessly(t *testing.T) {
+	p := Port{Service: "default/sig", Name: "sctp", Proto: ProtoSCTP, ClusterIP: netip.MustParseAddr("10.96.0.11"), Port: 80, Group: 9,
+		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}}
+	fs, _ := PortFlows(local, p)
+	want := []string{
+		"table=service.lb, priority=200, ct_state=+new+trk,sctp,nw_dst=10.96.0.11,tp_dst=80 actions=load:0x9->reg:service.svc,group:9",
+		"table=service.dnat, priority=200, sctp,reg:service.ep_ip=0xaf40205,reg:service.ep_port=0x1f90,reg:service.svc=0x9 actions=ct(commit,table=@next,zone=5,nat(dst=10.244.2.5),exec(set_field:0x1/0x7->ct_mark))",
+		"table=service.l4, priority=200, ct_state=-rpl+trk,ct_mark=0x1/0x1,sctp,nw_dst=10.244.2.5,tp_dst=80 actions=set_field:8080->sctp_dst,goto_table:@next",
+		"table=service.l4, priority=200, ct_state=+rpl+trk,ct_mark=0x1/0x1,sctp,nw_src=10.96.0.11,tp_src=8080 actions=set_field:80->sctp_src,goto_table:@next",
+	}
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("sctp flows (-want +got):\n%s", d)
+	}
+	for _, f := range fs {
+		if err := f.Validate(); err != nil {
+			t.Errorf("invalid flow %s: %v", f.String(), err)
+		}
+	}
+}
+
+func TestNodePortClusterSNATs(t *testing.T) {
+	p := Port{Service: "default/web", Name: "http@nodeport", Proto: ProtoTCP, ClusterIP: DefaultNodePortIP, Port: 30080, Group: 10, SNAT: true,
+		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}}
+	fs, _ := PortFlows(local, p)
+	want := []string{
+		"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=169.254.0.252,tp_dst=30080 actions=load:0xa->reg:service.svc,group:10",
+		"table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40205,reg:service.ep_port=0x1f90,reg:service.svc=0xa actions=load:0x1->reg:service.snat,ct(commit,table=@next,zone=5,nat(dst=10.244.2.5:8080),exec(set_field:0x5/0x7->ct_mark))",
+	}
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("nodeport flows (-want +got):\n%s", d)
+	}
+}

@@ -1,0 +1,6 @@
+// Package hostnet is what the service plugin changes in the node's network
+// namespace: a route of each Service CIDR through the gateway device, via a
+// virtual next hop that is a permanent neighbour at the gateway's own MAC,
+// so the node's own connections to ClusterIPs enter br-int from the
+// gateway port and are balanced there like a pod's.
+package hostnet

@@ -1,0 +1,162 @@
+package reject
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Errors Answer returns; test them with errors.Is.
+var (
+	// ErrShort: the frame ends inside a header.
+	ErrShort = errors.New("truncated packet")
+	// ErrNotAnswered: a packet that gets no answer (not IPv4, a TCP RST,
+	// a fragment other than the first, a protocol without one).
+	ErrNotAnswered = errors.New("packet gets no reject answer")
+)
+
+const (
+	ethLen       = 14
+	ethTypeIPv4  = 0x0800
+	protoICMP    = 1
+	protoTCP     = 6
+	protoUDP     = 17
+	protoSCTP    = 132
+	tcpFIN       = 0x01
+	tcpSYN       = 0x02
+	tcpRST       = 0x04
+	tcpACK       = 0x10
+	icmpUnreach  = 3
+	icmpPortCode = 3
+	// quoteL4 is how much of the rejected packet's transport header an
+	// ICMP error quotes after its IP header (RFC 792: at least 8 bytes).
+	quoteL4 = 8
+	ttl     = 64
+)
+
+// Answer returns the frame that rejects the packet in frame: from
+// gatewayMAC to gatewayMAC, so the switch routes it.
+func Answer(frame []byte, gatewayMAC net.HardwareAddr) ([]byte, error) {
+	if len(gatewayMAC) != 6 {
+		return nil, fmt.Errorf("reject: gateway MAC %q is not an Ethernet address", gatewayMAC)
+	}
+	if len(frame) < ethLen {
+		return nil, fmt.Errorf("%w: %d bytes, no Ethernet header", ErrShort, len(frame))
+	}
+	if et := binary.BigEndian.Uint16(frame[12:14]); et != ethTypeIPv4 {
+		return nil, fmt.Errorf("%w: EtherType %#04x is not IPv4", ErrNotAnswered, et)
+	}
+	ip := frame[ethLen:]
+	if len(ip) < 20 {
+		return nil, fmt.Errorf("%w: %d bytes, no IPv4 header", ErrShort, len(ip))
+	}
+	if ip[0]>>4 != 4 {
+		return nil, fmt.Errorf("%w: IP version %d", ErrNotAnswered, ip[0]>>4)
+	}
+	ihl := int(ip[0]&0x0f) * 4
+	if ihl < 20 || len(ip) < ihl {
+		return nil, fmt.Errorf("%w: IPv4 header length %d of %d bytes", ErrShort, ihl, len(ip))
+	}
+	if binary.BigEndian.Uint16(ip[6:8])&0x1fff != 0 {
+		return nil, fmt.Errorf("%w: a non-first fragment", ErrNotAnswered)
+	}
+	src, dst := [4]byte(ip[12:16]), [4]byte(ip[16:20])
+	l4 := ip[ihl:]
+	var body []byte
+	var proto byte
+	switch ip[9] {
+	case protoTCP:
+		seg, err := rst(l4, int(binary.BigEndian.Uint16(ip[2:4]))-ihl, dst, src)
+		if err != nil {
+			return nil, err
+		}
+		body, proto = seg, protoTCP
+	case protoUDP, protoSCTP:
+		n := min(len(l4), quoteL4)
+		if n < quoteL4 && len(l4) < 4 {
+			return nil, fmt.Errorf("%w: %d bytes of transport header", ErrShort, len(l4))
+		}
+		body = make([]byte, 8, 8+ihl+n)
+		body[0], body[1] = icmpUnreach, icmpPortCode
+		body = append(body, ip[:ihl+n]...)
+		binary.BigEndian.PutUint16(body[2:4], checksum(body, 0))
+		proto = protoICMP
+	default:
+		return nil, fmt.Errorf("%w: IP protocol %d", ErrNotAnswered, ip[9])
+	}
+	out := make([]byte, 0, ethLen+20+len(body))
+	out = append(out, gatewayMAC...)
+	out = append(out, gatewayMAC...)
+	out = binary.BigEndian.AppendUint16(out, ethTypeIPv4)
+	h := make([]byte, 20)
+	h[0] = 0x45
+	binary.BigEndian.PutUint16(h[2:4], uint16(20+len(body)))
+	h[8], h[9] = ttl, proto
+	copy(h[12:16], dst[:]) // from the Service address the client used
+	copy(h[16:20], src[:])
+	binary.BigEndian.PutUint16(h[10:12], checksum(h, 0))
+	out = append(out, h...)
+	return append(out, body...), nil
+}
+
+// rst is the RST segment (RFC 9293 3.10.7.1) answering the TCP segment
+// seg, whose length per its IP header is segLen, from dst to src.
+func rst(seg []byte, segLen int, from, to [4]byte) ([]byte, error) {
+	if len(seg) < 20 {
+		return nil, fmt.Errorf("%w: %d bytes of TCP header", ErrShort, len(seg))
+	}
+	flags := seg[13]
+	if flags&tcpRST != 0 {
+		return nil, fmt.Errorf("%w: a TCP RST", ErrNotAnswered)
+	}
+	off := int(seg[12]>>4) * 4
+	if off < 20 {
+		return nil, fmt.Errorf("%w: TCP data offset %d", ErrShort, off)
+	}
+	data := max(segLen-off, 0)
+	out := make([]byte, 20)
+	copy(out[0:2], seg[2:4]) // source port: the port the client dialled
+	copy(out[2:4], seg[0:2])
+	if flags&tcpACK != 0 {
+		copy(out[4:8], seg[8:12]) // seq = their ack
+		out[13] = tcpRST
+	} else {
+		ack := binary.BigEndian.Uint32(seg[4:8]) + uint32(data)
+		if flags&tcpSYN != 0 {
+			ack++
+		}
+		if flags&tcpFIN != 0 {
+			ack++
+		}
+		binary.BigEndian.PutUint32(out[8:12], ack)
+		out[13] = tcpRST | tcpACK
+	}
+	out[12] = 5 << 4
+	binary.BigEndian.PutUint16(out[16:18], checksum(out, pseudo(from, to, protoTCP, len(out))))
+	return out, nil
+}
+
+// pseudo is the sum of the IPv4 pseudo-header for a transport checksum.
+func pseudo(src, dst [4]byte, proto byte, n int) uint32 {
+	var s uint32
+	for i := 0; i < 4; i += 2 {
+		s += uint32(binary.BigEndian.Uint16(src[i:])) + uint32(binary.BigEndian.Uint16(dst[i:]))
+	}
+	return s + uint32(proto) + uint32(n)
+}
+
+// checksum is the Internet checksum (RFC 1071) of b, starting from sum.
+func checksum(b []byte, sum uint32) uint16 {
+	for len(b) >= 2 {
+		sum += uint32(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
