@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"switchyard.dev/switchyard/host/metrics"
 )
 
 // PluginStatus is one row of GET /v1/plugins.
@@ -140,6 +142,7 @@ func (a *Agent) Flows(owner string) []string {
 //	GET /v1/tables               table layout: pipeline, stage, table, ID, owner
 //	GET /v1/flows?plugin=NAME    a plugin's flows, canonical text
 //	GET /v1/resources            ct zones, mark/label/metadata bits, ports: owner, value, published
+//	GET /metrics                 Prometheus metrics (also on metrics.port)
 //	GET /readyz, GET /livez      readiness (see NotReady) and liveness
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -150,6 +153,7 @@ func (a *Agent) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(v)
 	}
+	mux.Handle("GET /metrics", metrics.Handler(a.metrics.Registry))
 	mux.HandleFunc("GET /v1/plugins", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Plugins()) })
 	mux.HandleFunc("GET /v1/tables", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Tables()) })
 	mux.HandleFunc("GET /v1/resources", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Resources()) })

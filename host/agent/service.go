@@ -33,7 +33,9 @@ func (s *service) admit() error {
 	return nil
 }
 
-func (s *service) Apply(ctx context.Context, b *flow.Batch) error {
+func (s *service) Apply(ctx context.Context, b *flow.Batch) (err error) {
+	start := time.Now()
+	defer func() { s.a.metrics.ObserveBatch(s.name(), b.Len(), time.Since(start), err) }()
 	if err := s.admit(); err != nil {
 		return err
 	}

@@ -4376,6 +4376,243 @@ func (x *NodeFactsChangedRequest) GetNew() *Facts {
 	return nil
 }
 
+// A plugin's own metric sample; the host adds the plugin label.
+type Metric struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Help  string                 `protobuf:"bytes,2,opt,name=help,proto3" json:"help,omitempty"`
+	// 1 counter, 2 gauge.
+	Kind          uint32            `protobuf:"varint,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Value         float64           `protobuf:"fixed64,5,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Metric) Reset() {
+	*x = Metric{}
+	mi := &file_plugin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Metric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Metric) ProtoMessage() {}
+
+func (x *Metric) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Metric.ProtoReflect.Descriptor instead.
+func (*Metric) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *Metric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Metric) GetHelp() string {
+	if x != nil {
+		return x.Help
+	}
+	return ""
+}
+
+func (x *Metric) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Metric) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Metric) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+type MetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metrics       []*Metric              `protobuf:"bytes,1,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsResponse) Reset() {
+	*x = MetricsResponse{}
+	mi := &file_plugin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsResponse) ProtoMessage() {}
+
+func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
+func (*MetricsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *MetricsResponse) GetMetrics() []*Metric {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+// One of the plugin's flows, as a trace matched it.
+type DescribeFlowRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Priority uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Canonical match text.
+	Match         string `protobuf:"bytes,3,opt,name=match,proto3" json:"match,omitempty"`
+	Tag           uint32 `protobuf:"varint,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeFlowRequest) Reset() {
+	*x = DescribeFlowRequest{}
+	mi := &file_plugin_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeFlowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeFlowRequest) ProtoMessage() {}
+
+func (x *DescribeFlowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeFlowRequest.ProtoReflect.Descriptor instead.
+func (*DescribeFlowRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *DescribeFlowRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DescribeFlowRequest) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *DescribeFlowRequest) GetMatch() string {
+	if x != nil {
+		return x.Match
+	}
+	return ""
+}
+
+func (x *DescribeFlowRequest) GetTag() uint32 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+type DescribeFlowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the flow means to the plugin, e.g. "policy ns/p rule ingress[0]".
+	Description   string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeFlowResponse) Reset() {
+	*x = DescribeFlowResponse{}
+	mi := &file_plugin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeFlowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeFlowResponse) ProtoMessage() {}
+
+func (x *DescribeFlowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeFlowResponse.ProtoReflect.Descriptor instead.
+func (*DescribeFlowResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *DescribeFlowResponse) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -4725,7 +4962,25 @@ const file_plugin_proto_rawDesc = "" +
 	"expiryUnix\"w\n" +
 	"\x17NodeFactsChangedRequest\x12-\n" +
 	"\x03old\x18\x01 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03old\x12-\n" +
-	"\x03new\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03new*\x99\x03\n" +
+	"\x03new\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x03new\"\xd7\x01\n" +
+	"\x06Metric\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04help\x18\x02 \x01(\tR\x04help\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\rR\x04kind\x12@\n" +
+	"\x06labels\x18\x04 \x03(\v2(.switchyard.plugin.v1.Metric.LabelsEntryR\x06labels\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\x01R\x05value\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x0fMetricsResponse\x126\n" +
+	"\ametrics\x18\x01 \x03(\v2\x1c.switchyard.plugin.v1.MetricR\ametrics\"o\n" +
+	"\x13DescribeFlowRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x14\n" +
+	"\x05match\x18\x03 \x01(\tR\x05match\x12\x10\n" +
+	"\x03tag\x18\x04 \x01(\rR\x03tag\"8\n" +
+	"\x14DescribeFlowResponse\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription*\x99\x03\n" +
 	"\n" +
 	"ActionKind\x12\x12\n" +
 	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
@@ -4748,7 +5003,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fACTION_CT_CLEAR\x10\x10\x12\x13\n" +
 	"\x0fACTION_RESUBMIT\x10\x11\x12\x0f\n" +
 	"\vACTION_NOTE\x10\x12\x12\x10\n" +
-	"\fACTION_LEARN\x10\x132\xf7\a\n" +
+	"\fACTION_LEARN\x10\x132\xad\t\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -4761,7 +5016,9 @@ const file_plugin_proto_rawDesc = "" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
 	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
 	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
-	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\xe2\x06\n" +
+	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12M\n" +
+	"\aMetrics\x12\x1b.switchyard.plugin.v1.Empty\x1a%.switchyard.plugin.v1.MetricsResponse\x12e\n" +
+	"\fDescribeFlow\x12).switchyard.plugin.v1.DescribeFlowRequest\x1a*.switchyard.plugin.v1.DescribeFlowResponse2\xe2\x06\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -4792,7 +5049,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -4858,19 +5115,24 @@ var file_plugin_proto_goTypes = []any{
 	(*ClusterAccess)(nil),            // 61: switchyard.plugin.v1.ClusterAccess
 	(*TokenReply)(nil),               // 62: switchyard.plugin.v1.TokenReply
 	(*NodeFactsChangedRequest)(nil),  // 63: switchyard.plugin.v1.NodeFactsChangedRequest
-	nil,                              // 64: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 65: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 66: switchyard.plugin.v1.Assignment.GrantsEntry
-	nil,                              // 67: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 68: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Metric)(nil),                   // 64: switchyard.plugin.v1.Metric
+	(*MetricsResponse)(nil),          // 65: switchyard.plugin.v1.MetricsResponse
+	(*DescribeFlowRequest)(nil),      // 66: switchyard.plugin.v1.DescribeFlowRequest
+	(*DescribeFlowResponse)(nil),     // 67: switchyard.plugin.v1.DescribeFlowResponse
+	nil,                              // 68: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 69: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 70: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 71: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 72: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	nil,                              // 73: switchyard.plugin.v1.Metric.LabelsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
 	58, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
-	64, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	65, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	66, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	68, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	69, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	70, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	27, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	61, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
@@ -4907,8 +5169,8 @@ var file_plugin_proto_depIdxs = []int32{
 	37, // 39: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
 	39, // 40: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
 	41, // 41: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	67, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	68, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	71, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	72, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 	36, // 44: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
 	37, // 45: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
 	50, // 46: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
@@ -4920,59 +5182,65 @@ var file_plugin_proto_depIdxs = []int32{
 	60, // 52: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
 	27, // 53: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
 	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
-	6,  // 55: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	59, // 56: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 57: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 58: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 59: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 60: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 61: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 62: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	14, // 63: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
-	20, // 64: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	21, // 65: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	26, // 66: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	24, // 67: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	63, // 68: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
-	43, // 69: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	45, // 70: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	46, // 71: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	46, // 72: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	48, // 73: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 74: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 75: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	49, // 76: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	52, // 77: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	52, // 78: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 79: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	5,  // 80: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 81: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 82: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	19, // 83: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 84: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 85: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	15, // 86: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
-	1,  // 87: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 88: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 89: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 90: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 91: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	44, // 92: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	47, // 93: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 94: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	47, // 95: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 96: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	27, // 97: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 98: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	51, // 99: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	55, // 100: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	57, // 101: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	62, // 102: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	80, // [80:103] is the sub-list for method output_type
-	57, // [57:80] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	73, // 55: switchyard.plugin.v1.Metric.labels:type_name -> switchyard.plugin.v1.Metric.LabelsEntry
+	64, // 56: switchyard.plugin.v1.MetricsResponse.metrics:type_name -> switchyard.plugin.v1.Metric
+	6,  // 57: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	59, // 58: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 59: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 60: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 61: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 62: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 63: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 64: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	14, // 65: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
+	20, // 66: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	21, // 67: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	26, // 68: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	24, // 69: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	63, // 70: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	1,  // 71: switchyard.plugin.v1.Feature.Metrics:input_type -> switchyard.plugin.v1.Empty
+	66, // 72: switchyard.plugin.v1.Feature.DescribeFlow:input_type -> switchyard.plugin.v1.DescribeFlowRequest
+	43, // 73: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	45, // 74: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	46, // 75: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	46, // 76: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	48, // 77: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 78: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 79: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	49, // 80: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	52, // 81: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	52, // 82: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 83: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	5,  // 84: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 85: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 86: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 87: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 88: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 89: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 90: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 91: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 92: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 93: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 94: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 95: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	65, // 96: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
+	67, // 97: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
+	44, // 98: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	47, // 99: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 100: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	47, // 101: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 102: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 103: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 104: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	51, // 105: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	55, // 106: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	57, // 107: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	62, // 108: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	84, // [84:109] is the sub-list for method output_type
+	59, // [59:84] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -4986,7 +5254,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   68,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
