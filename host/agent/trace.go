@@ -110,10 +110,6 @@ var errTrace = errors.New("trace")
 func (a *Agent) Trace(ctx context.Context, req TraceRequest) (*TraceResult, error) {
 	start := time.Now()
 	facts := a.NodeFacts()
-	pkt, err := a.tracePacket(ctx, req, facts)
-	if err != nil {
-		return nil, err
-	}
 	stats, err := a.sw.DumpFlows(ctx, openflow.FlowStatsRequest{Table: openflow.TableAll})
 	if err != nil {
 		return nil, fmt.Errorf("%w: dumping br-int's flows: %v", sdk.ErrSwitch, err)
@@ -130,6 +126,10 @@ func (a *Agent) Trace(ctx context.Context, req TraceRequest) (*TraceResult, erro
 				pl.Groups[g.GroupID] = g
 			}
 		}
+	}
+	pkt, err := a.tracePacket(ctx, req, facts, pl)
+	if err != nil {
+		return nil, err
 	}
 	res := traceflow.Run(pl, pkt)
 
@@ -221,11 +221,11 @@ func (a *Agent) pluginCaps(name string) []sdk.Capability {
 }
 
 // tracePacket builds the packet the request describes.
-func (a *Agent) tracePacket(ctx context.Context, req TraceRequest, facts sdk.NodeFacts) (*traceflow.Packet, error) {
+func (a *Agent) tracePacket(ctx context.Context, req TraceRequest, facts sdk.NodeFacts, pl *traceflow.Pipeline) (*traceflow.Packet, error) {
 	pods := a.knownPods()
 	pkt := traceflow.NewPacket()
 	var src netip.Addr
-	var srcMAC net.HardwareAddr
+	var srcMAC, gwMAC net.HardwareAddr
 	switch {
 	case req.SourcePod != "" && req.FromTunnel:
 		return nil, fmt.Errorf("%w: give sourcePod or fromTunnel, not both", errTrace)
@@ -239,6 +239,7 @@ func (a *Agent) tracePacket(ctx context.Context, req TraceRequest, facts sdk.Nod
 		if len(p.IPs) > 0 {
 			src = p.IPs[0]
 		}
+		gwMAC = gatewayMAC(pl, p, facts)
 	case req.FromTunnel:
 		port, err := a.tunnelPort(ctx)
 		if err != nil {
@@ -294,7 +295,7 @@ func (a *Agent) tracePacket(ctx context.Context, req TraceRequest, facts sdk.Nod
 		f   openflow.Field
 		s   string
 		def net.HardwareAddr
-	}{{openflow.FieldEthSrc, req.SrcMAC, srcMAC}, {openflow.FieldEthDst, req.DstMAC, facts.GatewayMAC}} {
+	}{{openflow.FieldEthSrc, req.SrcMAC, srcMAC}, {openflow.FieldEthDst, req.DstMAC, gwMAC}} {
 		mac := m.def
 		if m.s != "" {
 			var err error
@@ -357,6 +358,47 @@ func (a *Agent) tracePacket(ctx context.Context, req TraceRequest, facts sdk.Nod
 	return pkt, nil
 }
 
+// gatewayMAC is the MAC a pod sends off-link traffic to (its only
+// route is via the gateway): the node's gateway MAC from the facts, else
+// what the pipeline answers when the pod asks for its gateway (an ARP
+// request traced like any packet; the answer's sender MAC). Nil if
+// neither says.
+func gatewayMAC(pl *traceflow.Pipeline, pod sdk.PodInterface, facts sdk.NodeFacts) net.HardwareAddr {
+	if len(facts.GatewayMAC) == 6 {
+		return facts.GatewayMAC
+	}
+	if len(pod.IPs) == 0 || !pod.IPs[0].Is4() || len(pod.MAC) != 6 {
+		return nil
+	}
+	gw := facts.GatewayIP
+	if !gw.IsValid() {
+		for _, c := range facts.PodCIDRs {
+			if c.Addr().Is4() {
+				gw = c.Masked().Addr().Next() // the host's convention: the first address
+			}
+		}
+	}
+	if !gw.Is4() {
+		return nil
+	}
+	arp := traceflow.NewPacket()
+	arp.Set(openflow.FieldInPort, uint64(pod.OFPort))
+	arp.Set(openflow.FieldEthType, 0x0806)
+	arp.SetBytes(openflow.FieldEthSrc, pod.MAC)
+	arp.SetBytes(openflow.FieldEthDst, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	arp.Set(openflow.FieldARPOp, 1)
+	spa, tpa := pod.IPs[0].As4(), gw.As4()
+	arp.SetBytes(openflow.FieldARPSPA, spa[:])
+	arp.SetBytes(openflow.FieldARPTPA, tpa[:])
+	arp.SetBytes(openflow.FieldARPSHA, pod.MAC)
+	for _, o := range traceflow.Run(pl, arp).Outputs {
+		if o.Packet.Uint(openflow.FieldARPOp) == 2 {
+			return net.HardwareAddr(o.Packet.Get(openflow.FieldARPSHA))
+		}
+	}
+	return nil
+}
+
 func cmpOr(s, def string) string {
 	if s == "" {
 		return def
@@ -407,7 +449,9 @@ type portInfo struct {
 	Type   string
 }
 
-func isTunnel(typ string) bool { return typ == "geneve" || typ == "vxlan" || typ == "gre" || typ == "stt" }
+func isTunnel(typ string) bool {
+	return typ == "geneve" || typ == "vxlan" || typ == "gre" || typ == "stt"
+}
 
 // verdicts says where each copy of the packet went.
 func (a *Agent) verdicts(ctx context.Context, res *traceflow.Result, hops []TraceHop, facts sdk.NodeFacts) ([]TraceVerdict, error) {
