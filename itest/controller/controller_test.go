@@ -43,7 +43,9 @@ type env struct {
 	cp   *controlplane.ControlPlane
 	dyn  dynamic.Interface
 	addr string
-	ctx  context.Context
+	// metricsAddr serves the controller's /metrics.
+	metricsAddr string
+	ctx         context.Context
 }
 
 func must(t *testing.T, what string, err error) {
@@ -94,10 +96,14 @@ func startController(t *testing.T, e *env) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, "listening", err)
 	e.addr = l.Addr().String()
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, "listening for metrics", err)
+	e.metricsAddr = ml.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, app.Config{Kube: e.cp.Config, Listener: l, AllowedServiceAccounts: []string{"kube-system/" + agentSA}, LogSize: 1024})
+		done <- app.Run(ctx, app.Config{Kube: e.cp.Config, Listener: l, AllowedServiceAccounts: []string{"kube-system/" + agentSA}, LogSize: 1024,
+			MetricsListener: ml})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -515,5 +521,9 @@ func TestController(t *testing.T) {
 			})
 			must(t, "group status", err)
 		}
+	})
+
+	t.Run("metrics: computation, objects, node streams, refused TokenReviews", func(t *testing.T) {
+		checkMetrics(t, e.metricsAddr, []string{"n1", "n2", "n3"})
 	})
 }
