@@ -36,7 +36,7 @@ func run() error {
 	sas := flag.String("allowed-service-accounts", "kube-system/switchyard-agent", "comma-separated namespace/name of ServiceAccounts nodes use; empty allows any")
 	audiences := flag.String("token-audiences", "", "comma-separated audiences node tokens must carry; empty uses the apiserver's")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
-	metricsListen := flag.String("metrics-listen", ":10351", "address serving Prometheus /metrics; empty serves none")
+	metricsListen := flag.String("metrics-listen", ":10353", "address serving Prometheus /metrics; empty serves none")
 	flag.Parse()
 
 	var level slog.Level
