@@ -133,6 +133,13 @@ func run() error {
 		return err
 	}
 	cni.Subscribe(a.PodInterfaceEvent)
+	if acc != nil {
+		stopStatus, err := a.ReportStatus(ctx, acc)
+		if err != nil {
+			return err
+		}
+		defer stopStatus()
+	}
 	log.Info("switchyard-agent started")
 
 	hup := make(chan os.Signal, 1)

@@ -19,6 +19,7 @@ var (
 	NetworkPoliciesResource        = SchemeGroupVersion.WithResource("networkpolicies")
 	ClusterGroupsResource          = SchemeGroupVersion.WithResource("clustergroups")
 	GroupsResource                 = SchemeGroupVersion.WithResource("groups")
+	NodeAgentsResource             = SchemeGroupVersion.WithResource("nodeagents")
 )
 
 var (
@@ -35,6 +36,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NetworkPolicy{}, &NetworkPolicyList{},
 		&ClusterGroup{}, &ClusterGroupList{},
 		&Group{}, &GroupList{},
+		&NodeAgent{}, &NodeAgentList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
