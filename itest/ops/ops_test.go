@@ -2,8 +2,10 @@ package ops
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,6 +233,78 @@ func TestOperability(t *testing.T) {
 			t.Errorf("warden_flow_descriptions_total = %v (exposed %v), want > 0 after traces", v, ok)
 		}
 	})
+
+	t.Run("NodeAgent shows the plugins, Ready and a heartbeat", func(t *testing.T) {
+		err := testenv.Eventually("NodeAgent "+n1.Name+" with 3 synced plugins and Ready", 30*time.Second, 200*time.Millisecond, func() error {
+			na, err := e.nodeAgent(n1.Name)
+			if err != nil {
+				return err
+			}
+			if c, ok := ready(na); !ok || c.Status != "True" {
+				return fmt.Errorf("Ready condition %+v", c)
+			}
+			for _, name := range []string{"podnet", "tunnel", "warden"} {
+				p, err := plugin(na, name)
+				if err != nil {
+					return err
+				}
+				if p.State != "synced" || p.Flows == 0 || len(p.Tables) == 0 {
+					return fmt.Errorf("plugin %+v", p)
+				}
+			}
+			if na.Status.Heartbeat.IsZero() || na.Status.Node.PodCIDRs[0] != n1.PodCIDR.String() {
+				return fmt.Errorf("heartbeat %v, node %+v", na.Status.Heartbeat, na.Status.Node)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("NodeAgent and metrics show a plugin's restart after kill -9", func(t *testing.T) {
+		_, body, err := e.agents[n1.Name].Get("/v1/plugins")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []agent.PluginStatus
+		if err := json.Unmarshal([]byte(body), &ps); err != nil {
+			t.Fatal(err)
+		}
+		pid := 0
+		for _, p := range ps {
+			if p.Name == "warden" {
+				pid = p.PID
+			}
+		}
+		if pid == 0 {
+			t.Fatalf("no warden pid in %s", body)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 warden (pid %d): %v", pid, err)
+		}
+		err = testenv.Eventually("NodeAgent "+n1.Name+" to show warden restarted and synced", 60*time.Second, 200*time.Millisecond, func() error {
+			na, err := e.nodeAgent(n1.Name)
+			if err != nil {
+				return err
+			}
+			p, err := plugin(na, "warden")
+			if err != nil {
+				return err
+			}
+			if p.Restarts != 1 || p.State != "synced" {
+				return fmt.Errorf("warden: %+v", p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v\nagent log:\n%s", err, e.agents[n1.Name].Process.Tail(20))
+		}
+		if v, _ := value(e.scrape(t, n1), "switchyard_agent_plugin_restarts_total", map[string]string{"plugin": "warden"}); v != 1 {
+			t.Errorf("switchyard_agent_plugin_restarts_total{plugin=warden} = %v, want 1", v)
+		}
+	})
+
 }
 
 // syncRE is the SYNC column of `get plugins` (a duration that varies).
