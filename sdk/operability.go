@@ -52,7 +52,8 @@ type MetricsReporter interface {
 type DescribeFlowRequest struct {
 	Table    string
 	Priority uint16
-	// Match is the flow's canonical match text.
+	// Match is the flow's match as the switch holds it (ovs-ofctl text,
+	// registers as the host allocated them); Tag is the usual key.
 	Match string
 	// Tag is the flow's Tag (the plugin's 32 bits of the cookie).
 	Tag uint32
