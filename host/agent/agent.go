@@ -105,6 +105,8 @@ type Agent struct {
 	mem *memoryRelease
 	// metrics is the Prometheus registry (metrics.go).
 	metrics *metrics.Agent
+	// traces routes the packet-ins of trace interceptors (inject.go).
+	traces traceWaiters
 }
 
 // New builds an agent over a connected switch and OVSDB. It only checks

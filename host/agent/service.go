@@ -191,7 +191,7 @@ func (s *service) Synced(ctx context.Context) error {
 // packetIn hands a packet-in to the plugin whose flow (by cookie) or table
 // sent it.
 func (a *Agent) packetIn(pi *openflow.PacketIn) {
-	if pi == nil {
+	if pi == nil || a.traces.deliver(pi) {
 		return
 	}
 	prefix, _, tag := pipeline.SplitCookie(pi.Cookie)

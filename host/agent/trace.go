@@ -41,6 +41,9 @@ type TraceRequest struct {
 	SrcMAC string `json:"srcMAC,omitempty"`
 	DstMAC string `json:"dstMAC,omitempty"`
 	TTL    uint8  `json:"ttl,omitempty"`
+	// Inject confirms the computed trace with a real, marked packet that
+	// is stopped where the trace ends (inject.go).
+	Inject bool `json:"inject,omitempty"`
 }
 
 // TraceHop is one flow the packet matched.
@@ -97,8 +100,10 @@ type TraceResult struct {
 	Hops     []TraceHop     `json:"hops"`
 	Verdicts []TraceVerdict `json:"verdicts"`
 	// Truncated: the walk hit its step bound (a resubmit loop?).
-	Truncated bool    `json:"truncated,omitempty"`
-	Millis    float64 `json:"millis"`
+	Truncated bool `json:"truncated,omitempty"`
+	// Datapath is what the injected packet showed (with Inject).
+	Datapath *DatapathCheck `json:"datapath,omitempty"`
+	Millis   float64        `json:"millis"`
 }
 
 // errTrace marks a request the agent cannot trace (HTTP 400).
@@ -131,7 +136,9 @@ func (a *Agent) Trace(ctx context.Context, req TraceRequest) (*TraceResult, erro
 	if err != nil {
 		return nil, err
 	}
-	res := traceflow.Run(pl, pkt)
+	// The walk changes the packet as the flows do; the injection (if
+	// asked) needs it as it starts.
+	res := traceflow.Run(pl, pkt.Clone())
 
 	a.mu.Lock()
 	tables := map[uint8]pipeline.Table{}
@@ -169,6 +176,9 @@ func (a *Agent) Trace(ctx context.Context, req TraceRequest) (*TraceResult, erro
 	out.Verdicts, err = a.verdicts(ctx, res, out.Hops, facts)
 	if err != nil {
 		return nil, err
+	}
+	if req.Inject {
+		out.Datapath = a.inject(ctx, res, pkt, out.Hops)
 	}
 	out.Millis = float64(time.Since(start).Microseconds()) / 1000
 	return out, nil

@@ -15,8 +15,10 @@
 // Connection tracking is modelled as a first packet: after ct(table=N)
 // the packet continues in N with ct_state=+trk+new (and the zone set);
 // NAT is not applied; learn actions are reported, not executed; a select
-// group takes its first live bucket (ovs-vswitchd picks by hash). No
-// packet is sent, so the trace never reaches a destination application.
+// group takes its first live bucket (ovs-vswitchd picks by hash). The
+// walk sends nothing; Packet.Frame builds the packet's bytes for the
+// agent's datapath confirmation (host/agent/inject.go), which sends it
+// marked and stops it where the walk ended.
 //
 // Where to start: Run.
 package traceflow

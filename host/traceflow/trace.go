@@ -173,8 +173,10 @@ type Hop struct {
 	Table    uint8
 	Priority uint16
 	Cookie   uint64
-	// Flow is the flow's canonical text (as ovs-ofctl prints it).
-	Flow string
+	// Flow is the flow's canonical text (as ovs-ofctl prints it), and
+	// Match its match (nil on a miss).
+	Flow  string
+	Match openflow.Match
 	// Depth is the resubmit/recirculation nesting (0: the main pipeline).
 	Depth int
 	// Notes say what the flow did that the trace modelled or skipped
@@ -311,7 +313,7 @@ func (w *walker) table(t uint8, pkt *Packet, depth int) {
 		return
 	}
 	hop := len(w.res.Hops)
-	w.res.Hops = append(w.res.Hops, Hop{Table: t, Priority: f.Priority, Cookie: f.Cookie, Flow: flowText(f), Depth: depth})
+	w.res.Hops = append(w.res.Hops, Hop{Table: t, Priority: f.Priority, Cookie: f.Cookie, Flow: flowText(f), Match: f.Match, Depth: depth})
 	continued := false
 	var writeSet []openflow.Action
 	gotoT := -1

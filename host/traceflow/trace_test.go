@@ -98,3 +98,43 @@ func TestXXRegSharesReg(t *testing.T) {
 		t.Fatalf("reg3 = %#x after setting xxreg0 bit 0, want 1", got)
 	}
 }
+
+func TestFrameChecksums(t *testing.T) {
+	for _, proto := range []uint64{6, 17, 1} {
+		p := NewPacket()
+		p.Set(of.FieldEthType, 0x0800)
+		p.Set(of.FieldIPProto, proto)
+		p.SetBytes(of.FieldIPv4Src, []byte{10, 0, 0, 1})
+		p.SetBytes(of.FieldIPv4Dst, []byte{10, 0, 0, 2})
+		p.Set(of.FieldTCPSrc, 40000)
+		p.Set(of.FieldTCPDst, 80)
+		p.Set(of.FieldUDPSrc, 40000)
+		p.Set(of.FieldUDPDst, 53)
+		p.Set(of.FieldICMPv4Type, 8)
+		b, err := p.Frame([]byte("switchyard trace"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := b[14:34]
+		if checksum(ip) != 0 {
+			t.Errorf("proto %d: IPv4 header checksum does not verify", proto)
+		}
+		seg := b[34:]
+		switch proto {
+		case 6, 17:
+			pseudo := append(append(append([]byte{}, ip[12:20]...), 0, byte(proto), byte(len(seg)>>8), byte(len(seg))), seg...)
+			if checksum(pseudo) != 0 {
+				t.Errorf("proto %d: L4 checksum does not verify", proto)
+			}
+		case 1:
+			if checksum(seg) != 0 {
+				t.Errorf("ICMP checksum does not verify")
+			}
+		}
+	}
+	p := NewPacket()
+	p.Set(of.FieldEthType, 0x86dd)
+	if _, err := p.Frame(nil); err != ErrNoFrame {
+		t.Errorf("IPv6: err %v, want ErrNoFrame", err)
+	}
+}

@@ -9,6 +9,10 @@
 // 3 the agent is not reachable, 4 a trace ended with the packet dropped
 // (or not delivered anywhere).
 //
+// A trace is computed by the agent from br-int's flows and, unless
+// --inject=false, confirmed with a real marked packet that the agent stops
+// where the trace ends (it reaches no pod).
+//
 // Cross-node traces: when the packet leaves through the tunnel toward
 // node N, the trace continues on N's agent if its socket is given with
 // --peer N=/path/to/agent.sock; otherwise the output says where to run

@@ -62,6 +62,7 @@ func traceCmd(o *options) *cobra.Command {
 	f.StringVar(&req.Protocol, "protocol", "tcp", "tcp, udp, sctp or icmp")
 	f.Uint16Var(&req.DstPort, "port", 0, "destination port (tcp, udp, sctp)")
 	f.Uint16Var(&req.SrcPort, "src-port", 0, "source port (default 40000)")
+	f.BoolVar(&req.Inject, "inject", true, "confirm the computed trace with a real packet, marked and stopped where the trace ends (it reaches no pod)")
 	f.StringToStringVar(&peers, "peer", nil, "NODE=SOCKET: the agent socket of another node, to follow the packet there through the tunnel (repeatable)")
 	_ = cmd.RegisterFlagCompletionFunc("protocol", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"tcp", "udp", "sctp", "icmp"}, cobra.ShellCompDirectiveNoFileComp
@@ -112,7 +113,9 @@ func runTrace(ctx context.Context, o *options, req agent.TraceRequest, peers map
 			t.Unfinished = fmt.Sprintf("the packet went through the tunnel to node %s (%s); give --peer %s=SOCKET to follow it there", dash(next.Node), next.TunnelTo, dash(next.Node))
 			break
 		}
+		inject := req.Inject
 		req, c = *next.Next, newClient(sock, o.timeout)
+		req.Inject = inject
 	}
 	t.Millis = float64(time.Since(start).Microseconds()) / 1000
 	return t, nil
@@ -163,6 +166,16 @@ func traceTable(tw *tabwriter.Writer, t *Trace) {
 		}
 		for _, v := range n.Verdicts {
 			fmt.Fprintf(tw, "VERDICT\t%s\n", verdictText(v))
+		}
+		if d := n.Datapath; d != nil {
+			state := "not confirmed"
+			if d.Confirmed {
+				state = "confirmed"
+			}
+			if !d.Injected {
+				state = "not checked"
+			}
+			fmt.Fprintf(tw, "DATAPATH\t%s: %s\n", state, d.Message)
 		}
 	}
 	if t.Unfinished != "" {

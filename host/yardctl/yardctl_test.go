@@ -185,8 +185,10 @@ func TestTraceFollowsTheTunnel(t *testing.T) {
 	if d := cmp.Diff(want, out); d != "" {
 		t.Errorf("trace (-want +got):\n%s", d)
 	}
-	if !cmp.Equal(peerGot, *next) {
-		t.Errorf("the peer got %+v, want the first node's next request %+v", peerGot, *next)
+	wantNext := *next
+	wantNext.Inject = true // --inject (the default) carries over to the peer
+	if !cmp.Equal(peerGot, wantNext) {
+		t.Errorf("the peer got %+v, want the first node's next request %+v", peerGot, wantNext)
 	}
 	// Without --peer the trace stops at the tunnel and says how to go on.
 	out, err = run("--socket", first, "trace", "--from", "ops/a-1", "--to", "10.244.2.2", "--port", "80", "-o", "json")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,7 +154,14 @@ func TestOperability(t *testing.T) {
 	}
 
 	t.Run("trace same node: delivered", func(t *testing.T) {
+		b1Port := portOf(t, e, b1.Key())
+		txBefore := portTx(t, n1, b1Port)
 		tr := trace(t, n1, 0, "trace", "--from", a1.Key(), "--to", b1.IP().String(), "--port", "80")
+		// The injected packet was stopped above the output flow: b-1's
+		// port sent nothing (ovs-ofctl dump-ports as the witness).
+		if tx := portTx(t, n1, b1Port); tx != txBefore {
+			t.Errorf("b-1's port %s sent %d packets during the trace: the trace packet reached the pod", b1Port, tx-txBefore)
+		}
 		if len(tr.Nodes) != 1 || tr.Outcome != agent.VerdictDelivered {
 			t.Fatalf("outcome %s on %d nodes, want delivered on 1", tr.Outcome, len(tr.Nodes))
 		}
@@ -163,6 +171,9 @@ func TestOperability(t *testing.T) {
 		}
 		if p := plugins(tr.Nodes[0].Hops); !p["podnet"] || !p["warden"] {
 			t.Errorf("hops through tables of %v, want podnet's and warden's", p)
+		}
+		if d := tr.Nodes[0].Datapath; d == nil || !d.Confirmed {
+			t.Errorf("the injected packet did not confirm the trace: %+v\nagent log:\n%s", d, e.agents[n1.Name].Process.Tail(15))
 		}
 	})
 
@@ -184,6 +195,11 @@ func TestOperability(t *testing.T) {
 		if tr.Outcome != agent.VerdictDelivered || second.Verdicts[0].Pod != a2.Key() {
 			t.Errorf("second node: %+v, want delivered to %s", second.Verdicts, a2.Key())
 		}
+		for _, n := range tr.Nodes {
+			if d := n.Datapath; d == nil || !d.Confirmed {
+				t.Errorf("%s: the injected packet did not confirm the trace: %+v", n.Node, d)
+			}
+		}
 	})
 
 	t.Run("trace of a drop names plugin, table and rule; nothing reaches the pod", func(t *testing.T) {
@@ -197,9 +213,17 @@ func TestOperability(t *testing.T) {
 		if v.Kind != want.Kind || v.Plugin != want.Plugin || v.Table != want.Table || v.Description != want.Description {
 			t.Errorf("verdict %+v, want %+v", v, want)
 		}
-		// The trace sends nothing: warden's drop flow saw no packet.
+		if d := tr.Nodes[0].Datapath; d == nil || !d.Confirmed || len(d.Reached) != 1 || d.Reached[0] != "warden.ingress(150)" {
+			t.Errorf("the injected packet did not come back from warden's table: %+v", d)
+		}
+		// The interceptors are gone once the trace answered.
+		if left := n1.OVS.Ofctl(t, "dump-flows", "br-int", "cookie=0xfffe000000000000/0xffff000000000000"); strings.Contains(left, "cookie=") {
+			t.Errorf("trace interceptors left on br-int:\n%s", left)
+		}
+		// The injected packet was stopped just above warden's drop flow,
+		// which thus counted nothing.
 		if after := wardenPackets(t, n1); after != before {
-			t.Errorf("warden's drop flow counted %d packets during the trace (was %d): the trace reached the datapath", after, before)
+			t.Errorf("warden's drop flow counted %d packets during the trace (was %d): the interceptor did not stop the trace packet", after, before)
 		}
 		// And the verdicts agree with real packets (ovs-ofctl as the
 		// independent witness of which flow dropped them).
@@ -305,6 +329,36 @@ func TestOperability(t *testing.T) {
 		}
 	})
 
+}
+
+// portOf is the OVS port (the host end of the veth) of a pod, from its
+// CNI result.
+func portOf(t *testing.T, e *env, pod string) string {
+	t.Helper()
+	for _, p := range e.c.Pods() {
+		if p.Key() != pod || p.Result == nil {
+			continue
+		}
+		for _, i := range p.Result.Interfaces {
+			if i.Sandbox == "" {
+				return i.Name
+			}
+		}
+	}
+	t.Fatalf("no host interface for pod %s", pod)
+	return ""
+}
+
+// portTx is the "tx pkts" counter of an OVS port (ovs-ofctl dump-ports).
+func portTx(t testenv.T, n *cluster.Node, port string) int {
+	t.Helper()
+	out := n.OVS.Ofctl(t, "dump-ports", "br-int", port)
+	m := regexp.MustCompile(`tx pkts=(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no tx counter for port %s:\n%s", port, out)
+	}
+	v, _ := strconv.Atoi(m[1])
+	return v
 }
 
 // syncRE is the SYNC column of `get plugins` (a duration that varies).
