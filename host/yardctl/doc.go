@@ -3,6 +3,7 @@
 // the plugins, the table layout and who owns each table, each plugin's
 // flows, the shared resources, the agent's readiness, and traces a packet
 // through the pipeline, naming at every hop the plugin that decided.
+// `yardctl agents` reads every node's NodeAgent through the apiserver.
 //
 // Output is a table by default; -o json and -o yaml print the agent's
 // answer for scripts. Exit codes: 0 success, 1 error, 2 bad usage,

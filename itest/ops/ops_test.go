@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/host/agent"
 	"switchyard.dev/switchyard/host/yardctl"
 	"switchyard.dev/switchyard/itest/cluster"
@@ -283,6 +284,24 @@ func TestOperability(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("yardctl agents lists every node's NodeAgent", func(t *testing.T) {
+		out, errOut, code := e.yardctl(t, n1, "agents", "--kubeconfig", e.cp.Kubeconfig, "-o", "json")
+		if code != 0 {
+			t.Fatalf("yardctl agents: exit %d: %s", code, errOut)
+		}
+		var nas []crdv1.NodeAgent
+		if err := json.Unmarshal([]byte(out), &nas); err != nil {
+			t.Fatalf("yardctl agents -o json: %v\n%s", err, out)
+		}
+		if len(nas) != 2 || nas[0].Name != n1.Name || nas[1].Name != n2.Name {
+			t.Errorf("agents %v, want %s and %s", nas, n1.Name, n2.Name)
+		}
+		table, _, _ := e.yardctl(t, n1, "agents", "--kubeconfig", e.cp.Kubeconfig)
+		if !strings.Contains(table, "podnet=synced,tunnel=synced,warden=synced") {
+			t.Errorf("yardctl agents:\n%s", table)
 		}
 	})
 
