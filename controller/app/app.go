@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/controller/compute"
 	"switchyard.dev/switchyard/controller/distribute"
 	"switchyard.dev/switchyard/controller/metrics"
@@ -106,6 +107,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 		log.Info("serving /metrics", "addr", cfg.MetricsListener.Addr().String())
 	}
+	infoDone := make(chan struct{})
+	go func() {
+		defer close(infoDone)
+		runInfo(ctx, dyn.Resource(crdv1.ControllerInfosResource), p.hub.Streams, log.With("component", "info"))
+	}()
+	defer func() { cancel(); <-infoDone }()
 	errc := make(chan error, 2)
 	go func() { errc <- ctrl.Run(ctx, cfg.Workers) }()
 	go func() { errc <- gs.Serve(cfg.Listener) }()

@@ -88,3 +88,50 @@ type NodeAgentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeAgent `json:"items"`
 }
+
+// ControllerInfo is switchyard-controller as it reports itself: the nodes
+// that watch it and how far behind each one is. The controller keeps one,
+// named switchyard-controller, writing when the set of nodes changes and
+// otherwise about twice a minute.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,path=controllerinfos
+// +kubebuilder:printcolumn:name="Connected",type=integer,JSONPath=`.status.connectedNodes`
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.heartbeat`
+type ControllerInfo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status ControllerInfoStatus `json:"status,omitempty"`
+}
+
+// ControllerInfoStatus is what the controller reports.
+type ControllerInfoStatus struct {
+	// ConnectedNodes is how many nodes have a Watch stream open.
+	ConnectedNodes int32 `json:"connectedNodes"`
+	// Nodes the controller holds an event log for, by name.
+	// +optional
+	Nodes []ControllerNode `json:"nodes,omitempty"`
+	// Heartbeat is when the controller last wrote this status.
+	// +optional
+	Heartbeat metav1.Time `json:"heartbeat,omitempty"`
+}
+
+// ControllerNode is one node's stream.
+type ControllerNode struct {
+	Name string `json:"name"`
+	// Streams open (0: disconnected, its log kept for a resume).
+	Streams int32 `json:"streams"`
+	// Lag is how many computed events no stream of the node has sent yet.
+	Lag int64 `json:"lag"`
+}
+
+// ControllerInfoList is a list of ControllerInfos.
+//
+// +kubebuilder:object:root=true
+type ControllerInfoList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ControllerInfo `json:"items"`
+}

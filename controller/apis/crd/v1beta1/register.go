@@ -20,6 +20,7 @@ var (
 	ClusterGroupsResource          = SchemeGroupVersion.WithResource("clustergroups")
 	GroupsResource                 = SchemeGroupVersion.WithResource("groups")
 	NodeAgentsResource             = SchemeGroupVersion.WithResource("nodeagents")
+	ControllerInfosResource        = SchemeGroupVersion.WithResource("controllerinfos")
 )
 
 var (
@@ -37,6 +38,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterGroup{}, &ClusterGroupList{},
 		&Group{}, &GroupList{},
 		&NodeAgent{}, &NodeAgentList{},
+		&ControllerInfo{}, &ControllerInfoList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
