@@ -83,6 +83,12 @@ func Capabilities(f Feature) []Capability {
 	if _, ok := f.(NodeFactsSubscriber); ok {
 		cs = append(cs, CapNodeFacts)
 	}
+	if _, ok := f.(MetricsReporter); ok {
+		cs = append(cs, CapMetrics)
+	}
+	if _, ok := f.(FlowDescriber); ok {
+		cs = append(cs, CapDescribeFlows)
+	}
 	return cs
 }
 

@@ -24,6 +24,11 @@
 // in one of the plugin's tables (PacketOut.ResumeTable). A
 // FlowRemovedHandler hears of flows the switch timed out.
 //
+// Operability (operability.go): a MetricsReporter hands the host its own
+// metrics when Prometheus scrapes the agent (the host adds the plugin
+// label); a FlowDescriber says what one of its flows means (e.g. which
+// policy and rule a drop flow enforces), so `yardctl trace` can name it.
+//
 // Everything about the wire — the go-plugin handshake, gRPC and protobuf —
 // stays inside this module, under internal/, where authors cannot reach it.
 // Flows are built with package flow. The host side of the wire is package

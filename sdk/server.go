@@ -191,3 +191,32 @@ func (s *featureServer) NodeFactsChanged(ctx context.Context, req *pb.NodeFactsC
 	}
 	return &pb.Empty{}, nil
 }
+
+func (s *featureServer) Metrics(ctx context.Context, _ *pb.Empty) (*pb.MetricsResponse, error) {
+	h, ok := s.f.(MetricsReporter)
+	if !ok {
+		return nil, unimplemented(CapMetrics)
+	}
+	var resp MetricsResponse
+	if err := h.Metrics(ctx, MetricsRequest{}, &resp); err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.MetricsResponse{Metrics: make([]*pb.Metric, 0, len(resp.Metrics))}
+	for _, m := range resp.Metrics {
+		out.Metrics = append(out.Metrics, &pb.Metric{Name: m.Name, Help: m.Help, Kind: uint32(m.Kind), Labels: m.Labels, Value: m.Value})
+	}
+	return out, nil
+}
+
+func (s *featureServer) DescribeFlow(ctx context.Context, req *pb.DescribeFlowRequest) (*pb.DescribeFlowResponse, error) {
+	h, ok := s.f.(FlowDescriber)
+	if !ok {
+		return nil, unimplemented(CapDescribeFlows)
+	}
+	var resp DescribeFlowResponse
+	r := DescribeFlowRequest{Table: req.GetTable(), Priority: uint16(req.GetPriority()), Match: req.GetMatch(), Tag: req.GetTag()}
+	if err := h.DescribeFlow(ctx, r, &resp); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DescribeFlowResponse{Description: resp.Description}, nil
+}

@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/controller/compute"
 	"switchyard.dev/switchyard/controller/distribute"
+	"switchyard.dev/switchyard/controller/metrics"
 	"switchyard.dev/switchyard/controller/reconcile"
 )
 
@@ -34,6 +39,8 @@ type Config struct {
 	// Workers is how many keys are synced at once; 0 means defaultWorkers.
 	Workers int
 	Log     *slog.Logger
+	// MetricsListener, if set, serves Prometheus /metrics.
+	MetricsListener net.Listener
 }
 
 // defaultWorkers: the engine serializes on one lock, so a second worker
@@ -60,11 +67,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
-	p := assemble(log, kube, dyn, cfg.LogSize)
+	var m *metrics.Controller
+	p := assemble(log, kube, dyn, cfg.LogSize, func(kind string, took time.Duration) {
+		if m != nil {
+			m.ObserveCompute(kind, took)
+		}
+	})
 	ctrl := p.ctrl
+	m = metrics.New(metrics.Sources{Objects: ctrl.ObjectCounts, Streams: p.hub.Streams})
 	srv := &distribute.Server{
-		Hub:         p.hub,
-		Auth:        &distribute.TokenReviewAuthenticator{Client: kube, Audiences: cfg.Audiences, AllowedServiceAccounts: cfg.AllowedServiceAccounts},
+		Hub: p.hub,
+		Auth: &distribute.TokenReviewAuthenticator{Client: kube, Audiences: cfg.Audiences, AllowedServiceAccounts: cfg.AllowedServiceAccounts,
+			Failed: m.TokenReviewFailed},
 		Realization: p.real,
 		NodeKnown:   ctrl.NodeKnown,
 		Ready:       ctrl.Ready(),
@@ -78,6 +92,27 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.Register(gs)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if cfg.MetricsListener != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			<-ctx.Done()
+			_ = ms.Close()
+		}()
+		go func() {
+			if err := ms.Serve(cfg.MetricsListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics endpoint stopped", "error", err)
+			}
+		}()
+		log.Info("serving /metrics", "addr", cfg.MetricsListener.Addr().String())
+	}
+	infoDone := make(chan struct{})
+	go func() {
+		defer close(infoDone)
+		runInfo(ctx, dyn.Resource(crdv1.ControllerInfosResource), p.hub.Streams, log.With("component", "info"))
+	}()
+	defer func() { cancel(); <-infoDone }()
 	errc := make(chan error, 2)
 	go func() { errc <- ctrl.Run(ctx, cfg.Workers) }()
 	go func() { errc <- gs.Serve(cfg.Listener) }()
@@ -111,10 +146,10 @@ type parts struct {
 
 // assemble wires the parts over the given clients. Run and the end-to-end
 // benchmark (fake clientsets) both build the controller here.
-func assemble(log *slog.Logger, kube kubernetes.Interface, dyn dynamic.Interface, logSize int) *parts {
+func assemble(log *slog.Logger, kube kubernetes.Interface, dyn dynamic.Interface, logSize int, observe func(string, time.Duration)) *parts {
 	p := &parts{engine: compute.New(log.With("component", "compute"))}
 	p.hub = distribute.NewHub(p.engine, log.With("component", "distribute"), logSize)
 	p.real = distribute.NewRealization(func(uids []string) { p.ctrl.RealizationChanged(uids) })
-	p.ctrl = reconcile.New(reconcile.Options{Log: log.With("component", "reconcile"), Engine: p.engine, Realization: p.real, Kube: kube, Dynamic: dyn})
+	p.ctrl = reconcile.New(reconcile.Options{Log: log.With("component", "reconcile"), Engine: p.engine, Realization: p.real, Kube: kube, Dynamic: dyn, Observe: observe})
 	return p
 }

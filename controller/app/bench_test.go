@@ -41,7 +41,7 @@ var crdListKinds = map[schema.GroupVersionResource]string{
 func fakeController(objs []apiruntime.Object) (*parts, *fake.Clientset) {
 	kube := fake.NewSimpleClientset(objs...)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(apiruntime.NewScheme(), crdListKinds)
-	return assemble(slog.New(slog.DiscardHandler), kube, dyn, 0), kube
+	return assemble(slog.New(slog.DiscardHandler), kube, dyn, 0, nil), kube
 }
 
 // runUntilReady starts p's controller and returns once it is Ready (see

@@ -47,6 +47,10 @@ type TokenReviewAuthenticator struct {
 	Audiences              []string
 	AllowedServiceAccounts []string
 	CacheTTL               time.Duration
+	// Failed, if set, is told of every token review that did not let the
+	// node in (cache hits excluded), with the reason: unauthenticated,
+	// forbidden or error (the apiserver did not answer).
+	Failed func(reason string)
 
 	mu    sync.Mutex
 	cache map[[32]byte]cached
@@ -74,6 +78,16 @@ func (a *TokenReviewAuthenticator) Authenticate(ctx context.Context, token strin
 	}
 	a.mu.Unlock()
 	id, err := a.review(ctx, token)
+	if err != nil && a.Failed != nil {
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			a.Failed("unauthenticated")
+		case errors.Is(err, ErrForbidden):
+			a.Failed("forbidden")
+		default:
+			a.Failed("error")
+		}
+	}
 	if err != nil && !errors.Is(err, ErrUnauthenticated) && !errors.Is(err, ErrForbidden) {
 		return id, err // apiserver trouble: do not cache
 	}

@@ -74,6 +74,35 @@ type nodeLog struct {
 	// to zero, so a pending expiry can tell it was overtaken.
 	streams int
 	idle    uint64
+	// sent is the version the node's furthest stream will send next:
+	// next-sent events are waiting for it (its lag).
+	sent uint64
+}
+
+// NodeStream is one node's distribution state (the per-node metrics).
+type NodeStream struct {
+	Node string
+	// Streams is how many Watch streams the node has open (0: its log is
+	// kept for a resume, DefaultRetain).
+	Streams int
+	// Lag is how many events the node's log holds that no stream of it
+	// has sent yet.
+	Lag uint64
+}
+
+// Streams reports every node the hub holds a log for.
+func (h *Hub) Streams() []NodeStream {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]NodeStream, 0, len(h.nodes))
+	for n, nl := range h.nodes {
+		lag := uint64(0)
+		if nl.next > nl.sent {
+			lag = nl.next - nl.sent
+		}
+		out = append(out, NodeStream{Node: n, Streams: nl.streams, Lag: lag})
+	}
+	return out
 }
 
 // NewHub creates a hub and registers it as the engine's sink. logSize <= 0
@@ -210,6 +239,7 @@ func (h *Hub) Serve(ctx context.Context, node, resumeEpoch string, resumeVersion
 	}
 	for {
 		h.mu.Lock()
+		nl.sent = cursor
 		if cursor < nl.base {
 			h.mu.Unlock()
 			h.log.Warn("node fell behind its event log; sending a fresh snapshot", "node", node, "version", cursor, "oldestHeld", nl.base)

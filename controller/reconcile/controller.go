@@ -76,6 +76,10 @@ type Controller struct {
 	// recorder posts Events on the objects the controller judges (an
 	// invalid NetworkPolicy); set by Run before any worker starts.
 	recorder record.EventRecorder
+	// observe: Options.Observe (never nil).
+	observe func(kind string, took time.Duration)
+	// stores by kind, for ObjectCounts.
+	stores map[string]cache.Store
 }
 
 // Options configure a Controller.
@@ -87,6 +91,11 @@ type Options struct {
 	Dynamic     dynamic.Interface
 	// Resync is the informers' resync period; 0 disables resync.
 	Resync time.Duration
+	// Observe, if set, is told how long the engine took for each object
+	// change, by kind (Pod, Namespace, K8sNetworkPolicy from their
+	// handlers; the CRD kinds from the workqueue's sync): the
+	// controller's computation-time metric.
+	Observe func(kind string, took time.Duration)
 }
 
 // New builds a controller; Run starts it.
@@ -103,7 +112,12 @@ func New(o Options) *Controller {
 		backlog:    bl,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "switchyard-controller", MetricsProvider: bl}),
-		ready: make(chan struct{}),
+		ready:   make(chan struct{}),
+		observe: o.Observe,
+		stores:  map[string]cache.Store{},
+	}
+	if c.observe == nil {
+		c.observe = func(string, time.Duration) {}
 	}
 	c.status = newStatusWriter(c)
 	// The controller reads these caches by key only, so they keep no
@@ -115,14 +129,17 @@ func New(o Options) *Controller {
 	// Keep only what the engine reads, converted once: a cluster's pods are
 	// the bulk of the controller's memory.
 	_ = pods.SetTransform(toCachedPod)
-	c.handle(pods, c.podHandler())
-	c.handle(c.factory.InformerFor(&corev1.Namespace{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	c.handle(pods, c.timed("Pod", pods, c.podHandler()))
+	nss := c.factory.InformerFor(&corev1.Namespace{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewNamespaceInformer(cs, resync, cache.Indexers{})
-	}), c.namespaceHandler())
-	c.handle(c.factory.InformerFor(&networkingv1.NetworkPolicy{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	})
+	c.handle(nss, c.timed("Namespace", nss, c.namespaceHandler()))
+	nps := c.factory.InformerFor(&networkingv1.NetworkPolicy{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return networkinginformers.NewNetworkPolicyInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{})
-	}), c.k8sPolicyHandler())
+	})
+	c.handle(nps, c.timed("K8sNetworkPolicy", nps, c.k8sPolicyHandler()))
 	c.nodes = c.factory.Core().V1().Nodes().Informer()
+	c.stores["Node"] = c.nodes.GetStore()
 	for k, gvr := range map[kind]schema.GroupVersionResource{
 		kTier: crdv1.TiersResource, kCNP: crdv1.ClusterNetworkPoliciesResource, kNP: crdv1.NetworkPoliciesResource,
 		kClusterGroup: crdv1.ClusterGroupsResource, kGroup: crdv1.GroupsResource,
@@ -146,6 +163,7 @@ func (c *Controller) handle(inf cache.SharedIndexInformer, h cache.ResourceEvent
 // watch feeds an informer's objects to the workqueue as keys of kind k.
 func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
 	c.listers[k] = cache.NewGenericLister(inf.GetIndexer(), schema.GroupResource{Resource: k.String()})
+	c.stores[k.String()] = inf.GetStore()
 	enqueue := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -162,6 +180,39 @@ func (c *Controller) watch(k kind, inf cache.SharedIndexInformer) {
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	})
+}
+
+// timed wraps a handler that computes in the engine, timing each call,
+// and records its informer's store for ObjectCounts.
+func (c *Controller) timed(kind string, inf cache.SharedIndexInformer, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	c.stores[kind] = inf.GetStore()
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			start := time.Now()
+			h.OnAdd(obj, false)
+			c.observe(kind, time.Since(start))
+		},
+		UpdateFunc: func(old, obj any) {
+			start := time.Now()
+			h.OnUpdate(old, obj)
+			c.observe(kind, time.Since(start))
+		},
+		DeleteFunc: func(obj any) {
+			start := time.Now()
+			h.OnDelete(obj)
+			c.observe(kind, time.Since(start))
+		},
+	}
+}
+
+// ObjectCounts is how many objects of each kind the controller's caches
+// hold (the objects metric).
+func (c *Controller) ObjectCounts() map[string]int {
+	out := make(map[string]int, len(c.stores))
+	for k, s := range c.stores {
+		out[k] = len(s.ListKeys())
+	}
+	return out
 }
 
 func metaOf(obj any) (metav1.Object, error) {
@@ -268,7 +319,9 @@ func (c *Controller) worker(ctx context.Context) {
 		if quit {
 			return
 		}
+		start := time.Now()
 		err := c.sync(k)
+		c.observe(k.kind.String(), time.Since(start))
 		if err != nil {
 			c.log.Error("sync failed; retrying", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
 			c.queue.AddRateLimited(k)

@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/flowstore"
 	"switchyard.dev/switchyard/host/kube"
+	"switchyard.dev/switchyard/host/metrics"
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/host/pipeline"
@@ -102,6 +103,10 @@ type Agent struct {
 	eventDone chan struct{}
 	// mem returns a sync's garbage to the kernel (memory.go).
 	mem *memoryRelease
+	// metrics is the Prometheus registry (metrics.go).
+	metrics *metrics.Agent
+	// traces routes the packet-ins of trace interceptors (inject.go).
+	traces traceWaiters
 }
 
 // New builds an agent over a connected switch and OVSDB. It only checks
@@ -113,7 +118,9 @@ type Agent struct {
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
 	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
-		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json"), mem: newMemoryRelease()}
+		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json"), mem: newMemoryRelease(),
+		metrics: metrics.NewAgent()}
+	a.metrics.Registry.MustRegister(&stateCollector{a: a, scrapeErrs: map[string]float64{}})
 	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
 	a.arb = pipeline.New()
 	// Called under a.mu, from Plan.

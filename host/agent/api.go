@@ -12,7 +12,12 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"switchyard.dev/switchyard/host/metrics"
 )
+
+// traceTimeout bounds one trace on the agent (dump, walk, descriptions).
+const traceTimeout = 10 * time.Second
 
 // PluginStatus is one row of GET /v1/plugins.
 type PluginStatus struct {
@@ -140,6 +145,8 @@ func (a *Agent) Flows(owner string) []string {
 //	GET /v1/tables               table layout: pipeline, stage, table, ID, owner
 //	GET /v1/flows?plugin=NAME    a plugin's flows, canonical text
 //	GET /v1/resources            ct zones, mark/label/metadata bits, ports: owner, value, published
+//	POST /v1/trace               trace a packet through br-int's flows (TraceRequest → TraceResult)
+//	GET /metrics                 Prometheus metrics (also on metrics.port)
 //	GET /readyz, GET /livez      readiness (see NotReady) and liveness
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -150,9 +157,30 @@ func (a *Agent) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(v)
 	}
+	mux.Handle("GET /metrics", metrics.Handler(a.metrics.Registry))
 	mux.HandleFunc("GET /v1/plugins", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Plugins()) })
 	mux.HandleFunc("GET /v1/tables", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Tables()) })
 	mux.HandleFunc("GET /v1/resources", func(w http.ResponseWriter, _ *http.Request) { reply(w, a.Resources()) })
+	mux.HandleFunc("POST /v1/trace", func(w http.ResponseWriter, r *http.Request) {
+		var req TraceRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			http.Error(w, "trace request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), traceTimeout)
+		defer cancel()
+		res, err := a.Trace(ctx, req)
+		switch {
+		case errors.Is(err, errTrace):
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		default:
+			reply(w, res)
+		}
+	})
 	mux.HandleFunc("GET /v1/flows", func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Query().Get("plugin")
 		if p == "" {

@@ -45,5 +45,11 @@
 // first given the pods and nodes the agent knows (events.go). Once every
 // plugin synced, whatever no live owner holds is swept (sweep.go).
 //
+// Operability: metrics.go is the Prometheus collector of the agent's
+// state (host/metrics holds the event metrics and the endpoint); trace.go
+// answers POST /v1/trace by walking the dumped flows (host/traceflow) and
+// asking plugins to describe the flows a trace hit; status.go keeps the
+// node's NodeAgent object.
+//
 // Where to start: New and Start (agent.go), then Apply (apply.go).
 package agent

@@ -33,7 +33,9 @@ func (s *service) admit() error {
 	return nil
 }
 
-func (s *service) Apply(ctx context.Context, b *flow.Batch) error {
+func (s *service) Apply(ctx context.Context, b *flow.Batch) (err error) {
+	start := time.Now()
+	defer func() { s.a.metrics.ObserveBatch(s.name(), b.Len(), time.Since(start), err) }()
 	if err := s.admit(); err != nil {
 		return err
 	}
@@ -189,7 +191,7 @@ func (s *service) Synced(ctx context.Context) error {
 // packetIn hands a packet-in to the plugin whose flow (by cookie) or table
 // sent it.
 func (a *Agent) packetIn(pi *openflow.PacketIn) {
-	if pi == nil {
+	if pi == nil || a.traces.deliver(pi) {
 		return
 	}
 	prefix, _, tag := pipeline.SplitCookie(pi.Cookie)

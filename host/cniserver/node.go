@@ -30,6 +30,8 @@ type NodeOptions struct {
 	// subscribe to pod interface events.
 	Publish func(context.Context, sdk.PodInterfaceEventRequest)
 	Logger  *slog.Logger
+	// Observe, if set, times every request (see Options.Observe).
+	Observe func(verb string, took time.Duration, failed bool)
 }
 
 // Node is the running CNI path of an agent: interface store and server.
@@ -67,7 +69,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if o.Publish != nil {
 		n.unsub = store.Subscribe(func(ctx context.Context, e ifstore.Event) { o.Publish(ctx, PodInterfaceEvent(e)) })
 	}
-	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger})
+	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger, Observe: o.Observe})
 	if err == nil {
 		err = n.Server.Listen()
 	}

@@ -60,6 +60,10 @@ type Options struct {
 	CallTimeout     time.Duration
 	RollbackTimeout time.Duration
 	Logger          *slog.Logger
+	// Observe, if set, is told of every request served: its verb (ADD,
+	// DEL, CHECK, STATUS, GC), how long it took and whether it failed
+	// (the agent's CNI latency metric).
+	Observe func(verb string, took time.Duration, failed bool)
 }
 
 // Server serves the CNI gRPC API.
@@ -121,7 +125,11 @@ func (s *Server) Listen() error {
 		l.Close()
 		return fmt.Errorf("cniserver: %w", err)
 	}
-	g := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if s.o.Observe != nil {
+		opts = append(opts, grpc.UnaryInterceptor(s.observe))
+	}
+	g := grpc.NewServer(opts...)
 	cnipb.RegisterCNIServer(g, s)
 	s.mu.Lock()
 	s.grpc, s.lis = g, l
@@ -470,4 +478,19 @@ func (s *Server) GC(ctx context.Context, r *cnipb.GCRequest) (*cnipb.CmdResponse
 			"the next GC retries them")}, nil
 	}
 	return &cnipb.CmdResponse{}, nil
+}
+
+// observe times one request for Options.Observe. A CNI error travels in
+// the response (its Error field), not as a gRPC error; either counts as a
+// failure.
+func (s *Server) observe(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := h(ctx, req)
+	failed := err != nil
+	if r, ok := resp.(interface{ GetError() *cnipb.Error }); ok && r.GetError() != nil {
+		failed = true
+	}
+	verb := strings.ToUpper(info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:])
+	s.o.Observe(verb, time.Since(start), failed)
+	return resp, err
 }

@@ -44,6 +44,7 @@ type Config struct {
 	TokenFile  string     `mapstructure:"tokenFile"`
 	Controller Controller `mapstructure:"controller"`
 	Health     Health     `mapstructure:"health"`
+	Metrics    Metrics    `mapstructure:"metrics"`
 	// ReadyWait bounds how long a CNI ADD waits for the agent to become
 	// ready before it fails with "try again later".
 	ReadyWait time.Duration `mapstructure:"readyWait"`
@@ -61,6 +62,15 @@ type Controller struct {
 // Health configures the TCP listener for kubelet's probes; /readyz and
 // /livez are always served on the agent's API socket too.
 type Health struct {
+	// Port is the TCP port; 0 serves no TCP listener.
+	Port int `mapstructure:"port"`
+	// BindAddress is the address to listen on (default all).
+	BindAddress string `mapstructure:"bindAddress"`
+}
+
+// Metrics configures the TCP listener for Prometheus (GET /metrics);
+// /metrics is always served on the agent's API socket too.
+type Metrics struct {
 	// Port is the TCP port; 0 serves no TCP listener.
 	Port int `mapstructure:"port"`
 	// BindAddress is the address to listen on (default all).
@@ -176,6 +186,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("controller.caFile", "")
 	v.SetDefault("health.port", 0)
 	v.SetDefault("health.bindAddress", "")
+	v.SetDefault("metrics.port", 0)
+	v.SetDefault("metrics.bindAddress", "")
 	v.SetDefault("readyWait", "10s")
 	v.SetDefault("node.gatewayIP", "")
 	v.SetDefault("node.gatewayMAC", "")
@@ -200,12 +212,14 @@ func Flags(fs *pflag.FlagSet) {
 	fs.String("log-level", "", "debug, info, warn or error (overrides logLevel)")
 	fs.String("kubeconfig", "", "kubeconfig file, when not running as a pod (overrides kubeconfig)")
 	fs.Int("health-port", 0, "TCP port serving /readyz and /livez for kubelet probes (overrides health.port)")
+	fs.Int("metrics-port", 0, "TCP port serving Prometheus /metrics (overrides metrics.port)")
 }
 
 var flagKeys = map[string]string{
 	"node-name": "nodeName", "bridge": "bridge.name", "datapath-type": "bridge.datapathType",
 	"ovs-db-socket": "ovs.dbSocket", "ovs-run-dir": "ovs.runDir", "run-dir": "runDir",
 	"socket-dir": "socketDir", "log-level": "logLevel", "kubeconfig": "kubeconfig", "health-port": "health.port",
+	"metrics-port": "metrics.port",
 }
 
 // Load reads the config: file (from --config, or path if fs is nil), then
@@ -370,6 +384,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Health.Port < 0 || c.Health.Port > 65535 {
 		bad("health.port", "%d must be 0 (off) or a TCP port", c.Health.Port)
+	}
+	if c.Metrics.Port < 0 || c.Metrics.Port > 65535 {
+		bad("metrics.port", "%d must be 0 (off) or a TCP port", c.Metrics.Port)
+	}
+	if c.Metrics.Port != 0 && c.Metrics.Port == c.Health.Port {
+		bad("metrics.port", "%d is health.port too; give metrics a port of its own", c.Metrics.Port)
 	}
 	if c.ReadyWait < 0 || c.ReadyWait > 5*time.Minute {
 		bad("readyWait", "%v must be between 0 and 5m", c.ReadyWait)

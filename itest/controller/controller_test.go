@@ -43,7 +43,9 @@ type env struct {
 	cp   *controlplane.ControlPlane
 	dyn  dynamic.Interface
 	addr string
-	ctx  context.Context
+	// metricsAddr serves the controller's /metrics.
+	metricsAddr string
+	ctx         context.Context
 }
 
 func must(t *testing.T, what string, err error) {
@@ -59,8 +61,8 @@ func installCRDs(t *testing.T, e *env) {
 	must(t, "locating manifests/crds", err)
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	must(t, "listing CRD manifests", err)
-	if len(files) != 5 {
-		t.Fatalf("want 5 CRD manifests in %s, found %d: run go generate ./controller/apis/...", dir, len(files))
+	if len(files) != 7 {
+		t.Fatalf("want 7 CRD manifests in %s, found %d: run go generate ./controller/apis/...", dir, len(files))
 	}
 	client, err := apiextclient.NewForConfig(e.cp.Config)
 	must(t, "apiextensions client", err)
@@ -94,10 +96,14 @@ func startController(t *testing.T, e *env) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, "listening", err)
 	e.addr = l.Addr().String()
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, "listening for metrics", err)
+	e.metricsAddr = ml.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, app.Config{Kube: e.cp.Config, Listener: l, AllowedServiceAccounts: []string{"kube-system/" + agentSA}, LogSize: 1024})
+		done <- app.Run(ctx, app.Config{Kube: e.cp.Config, Listener: l, AllowedServiceAccounts: []string{"kube-system/" + agentSA}, LogSize: 1024,
+			MetricsListener: ml})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -515,5 +521,33 @@ func TestController(t *testing.T) {
 			})
 			must(t, "group status", err)
 		}
+	})
+
+	t.Run("ControllerInfo shows the connected nodes", func(t *testing.T) {
+		defer e.use(t)()
+		err := testenv.Eventually("ControllerInfo with 3 connected nodes", 30*time.Second, 200*time.Millisecond, func() error {
+			u, err := dyn.Resource(crdv1.ControllerInfosResource).Get(ctx, app.ControllerInfoName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var ci crdv1.ControllerInfo
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ci); err != nil {
+				return err
+			}
+			if ci.Status.ConnectedNodes != 3 || len(ci.Status.Nodes) != 3 || ci.Status.Heartbeat.IsZero() {
+				return fmt.Errorf("status %+v", ci.Status)
+			}
+			for _, n := range ci.Status.Nodes {
+				if n.Streams < 1 {
+					return fmt.Errorf("node %+v", n)
+				}
+			}
+			return nil
+		})
+		must(t, "ControllerInfo", err)
+	})
+
+	t.Run("metrics: computation, objects, node streams, refused TokenReviews", func(t *testing.T) {
+		checkMetrics(t, e.metricsAddr, []string{"n1", "n2", "n3"})
 	})
 }

@@ -258,3 +258,26 @@ func (p *Plugin) NodeFactsChanged(ctx context.Context, r sdk.NodeFactsChangedReq
 	_, err := p.wc.Feature.NodeFactsChanged(ctx, &pb.NodeFactsChangedRequest{Old: toPBNodeFacts(r.Old), New: toPBNodeFacts(r.New)})
 	return fromStatus(err)
 }
+
+// Metrics asks the plugin for its own metrics (sdk.MetricsReporter).
+func (p *Plugin) Metrics(ctx context.Context) ([]sdk.Metric, error) {
+	resp, err := p.wc.Feature.Metrics(ctx, &pb.Empty{})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	out := make([]sdk.Metric, 0, len(resp.GetMetrics()))
+	for _, m := range resp.GetMetrics() {
+		out = append(out, sdk.Metric{Name: m.GetName(), Help: m.GetHelp(), Kind: sdk.MetricKind(m.GetKind()), Labels: m.GetLabels(), Value: m.GetValue()})
+	}
+	return out, nil
+}
+
+// DescribeFlow asks the plugin what one of its flows means
+// (sdk.FlowDescriber).
+func (p *Plugin) DescribeFlow(ctx context.Context, r sdk.DescribeFlowRequest) (string, error) {
+	resp, err := p.wc.Feature.DescribeFlow(ctx, &pb.DescribeFlowRequest{Table: r.Table, Priority: uint32(r.Priority), Match: r.Match, Tag: r.Tag})
+	if err != nil {
+		return "", fromStatus(err)
+	}
+	return resp.GetDescription(), nil
+}

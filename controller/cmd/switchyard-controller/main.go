@@ -36,6 +36,7 @@ func run() error {
 	sas := flag.String("allowed-service-accounts", "kube-system/switchyard-agent", "comma-separated namespace/name of ServiceAccounts nodes use; empty allows any")
 	audiences := flag.String("token-audiences", "", "comma-separated audiences node tokens must carry; empty uses the apiserver's")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
+	metricsListen := flag.String("metrics-listen", ":10353", "address serving Prometheus /metrics; empty serves none")
 	flag.Parse()
 
 	var level slog.Level
@@ -69,10 +70,16 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listening on -listen %q: %w", *listen, err)
 	}
+	var ml net.Listener
+	if *metricsListen != "" {
+		if ml, err = net.Listen("tcp", *metricsListen); err != nil {
+			return fmt.Errorf("listening on -metrics-listen %q: %w (pick a free port, or empty to serve no metrics)", *metricsListen, err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return app.Run(ctx, app.Config{
-		Kube: cfg, Listener: l, TLS: creds, Log: log,
+		Kube: cfg, Listener: l, TLS: creds, Log: log, MetricsListener: ml,
 		AllowedServiceAccounts: splitList(*sas), Audiences: splitList(*audiences),
 	})
 }

@@ -27,6 +27,7 @@ import (
 	"switchyard.dev/switchyard/host/cniserver"
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/kube"
+	"switchyard.dev/switchyard/host/metrics"
 	"switchyard.dev/switchyard/sdk"
 )
 
@@ -86,6 +87,13 @@ func run() error {
 		}
 		log.Info("serving /readyz and /livez", "address", addr)
 	}
+	if cfg.Metrics.Port != 0 {
+		addr, err := metrics.Serve(ctx, net.JoinHostPort(cfg.Metrics.BindAddress, strconv.Itoa(cfg.Metrics.Port)), "agent", a.Metrics().Registry, log)
+		if err != nil {
+			return err
+		}
+		log.Info("serving /metrics", "address", addr)
+	}
 
 	// The CNI server starts first, so an ADD that arrives while the agent
 	// is still starting waits for it (up to readyWait) instead of finding
@@ -95,6 +103,7 @@ func run() error {
 		SocketDir: cfg.SocketDir, StateDir: cfg.RunDir, Ports: agent.PortView{DB: db}, Logger: log,
 		Handler:   a.CNIPlugin,
 		WaitReady: func(ctx context.Context) error { return a.WaitReady(ctx, cfg.ReadyWait) },
+		Observe:   a.Metrics().ObserveCNI,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the CNI server: %w", err)
@@ -124,6 +133,13 @@ func run() error {
 		return err
 	}
 	cni.Subscribe(a.PodInterfaceEvent)
+	if acc != nil {
+		stopStatus, err := a.ReportStatus(ctx, acc)
+		if err != nil {
+			return err
+		}
+		defer stopStatus()
+	}
 	log.Info("switchyard-agent started")
 
 	hup := make(chan os.Signal, 1)

@@ -4515,6 +4515,243 @@ func (x *ConntrackTuple) GetDstPort() uint32 {
 	return 0
 }
 
+// A plugin's own metric sample; the host adds the plugin label.
+type Metric struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Help  string                 `protobuf:"bytes,2,opt,name=help,proto3" json:"help,omitempty"`
+	// 1 counter, 2 gauge.
+	Kind          uint32            `protobuf:"varint,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Value         float64           `protobuf:"fixed64,5,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Metric) Reset() {
+	*x = Metric{}
+	mi := &file_plugin_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Metric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Metric) ProtoMessage() {}
+
+func (x *Metric) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Metric.ProtoReflect.Descriptor instead.
+func (*Metric) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *Metric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Metric) GetHelp() string {
+	if x != nil {
+		return x.Help
+	}
+	return ""
+}
+
+func (x *Metric) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Metric) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Metric) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+type MetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metrics       []*Metric              `protobuf:"bytes,1,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsResponse) Reset() {
+	*x = MetricsResponse{}
+	mi := &file_plugin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsResponse) ProtoMessage() {}
+
+func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
+func (*MetricsResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *MetricsResponse) GetMetrics() []*Metric {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+// One of the plugin's flows, as a trace matched it.
+type DescribeFlowRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Priority uint32                 `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Canonical match text.
+	Match         string `protobuf:"bytes,3,opt,name=match,proto3" json:"match,omitempty"`
+	Tag           uint32 `protobuf:"varint,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeFlowRequest) Reset() {
+	*x = DescribeFlowRequest{}
+	mi := &file_plugin_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeFlowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeFlowRequest) ProtoMessage() {}
+
+func (x *DescribeFlowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeFlowRequest.ProtoReflect.Descriptor instead.
+func (*DescribeFlowRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *DescribeFlowRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DescribeFlowRequest) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *DescribeFlowRequest) GetMatch() string {
+	if x != nil {
+		return x.Match
+	}
+	return ""
+}
+
+func (x *DescribeFlowRequest) GetTag() uint32 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+type DescribeFlowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the flow means to the plugin, e.g. "policy ns/p rule ingress[0]".
+	Description   string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeFlowResponse) Reset() {
+	*x = DescribeFlowResponse{}
+	mi := &file_plugin_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeFlowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeFlowResponse) ProtoMessage() {}
+
+func (x *DescribeFlowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeFlowResponse.ProtoReflect.Descriptor instead.
+func (*DescribeFlowResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *DescribeFlowResponse) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -4874,7 +5111,25 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03src\x18\x01 \x01(\fR\x03src\x12\x10\n" +
 	"\x03dst\x18\x02 \x01(\fR\x03dst\x12\x19\n" +
 	"\bsrc_port\x18\x03 \x01(\rR\asrcPort\x12\x19\n" +
-	"\bdst_port\x18\x04 \x01(\rR\adstPort*\x99\x03\n" +
+	"\bdst_port\x18\x04 \x01(\rR\adstPort\"\xd7\x01\n" +
+	"\x06Metric\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04help\x18\x02 \x01(\tR\x04help\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\rR\x04kind\x12@\n" +
+	"\x06labels\x18\x04 \x03(\v2(.switchyard.plugin.v1.Metric.LabelsEntryR\x06labels\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\x01R\x05value\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x0fMetricsResponse\x126\n" +
+	"\ametrics\x18\x01 \x03(\v2\x1c.switchyard.plugin.v1.MetricR\ametrics\"o\n" +
+	"\x13DescribeFlowRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x14\n" +
+	"\x05match\x18\x03 \x01(\tR\x05match\x12\x10\n" +
+	"\x03tag\x18\x04 \x01(\rR\x03tag\"8\n" +
+	"\x14DescribeFlowResponse\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription*\x99\x03\n" +
 	"\n" +
 	"ActionKind\x12\x12\n" +
 	"\x0eACTION_UNKNOWN\x10\x00\x12\x11\n" +
@@ -4897,7 +5152,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fACTION_CT_CLEAR\x10\x10\x12\x13\n" +
 	"\x0fACTION_RESUBMIT\x10\x11\x12\x0f\n" +
 	"\vACTION_NOTE\x10\x12\x12\x10\n" +
-	"\fACTION_LEARN\x10\x132\xf7\a\n" +
+	"\fACTION_LEARN\x10\x132\xad\t\n" +
 	"\aFeature\x12Y\n" +
 	"\bDescribe\x12%.switchyard.plugin.v1.DescribeRequest\x1a&.switchyard.plugin.v1.DescribeResponse\x12P\n" +
 	"\x05Start\x12\".switchyard.plugin.v1.StartRequest\x1a#.switchyard.plugin.v1.StartResponse\x12M\n" +
@@ -4910,7 +5165,9 @@ const file_plugin_proto_rawDesc = "" +
 	"\bPacketIn\x12%.switchyard.plugin.v1.PacketInRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
 	"\tNodeEvent\x12&.switchyard.plugin.v1.NodeEventRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12T\n" +
 	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
-	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty2\xbe\a\n" +
+	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12M\n" +
+	"\aMetrics\x12\x1b.switchyard.plugin.v1.Empty\x1a%.switchyard.plugin.v1.MetricsResponse\x12e\n" +
+	"\fDescribeFlow\x12).switchyard.plugin.v1.DescribeFlowRequest\x1a*.switchyard.plugin.v1.DescribeFlowResponse2\xbe\a\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -4942,7 +5199,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -5010,19 +5267,24 @@ var file_plugin_proto_goTypes = []any{
 	(*NodeFactsChangedRequest)(nil),  // 63: switchyard.plugin.v1.NodeFactsChangedRequest
 	(*ConntrackFlushRequest)(nil),    // 64: switchyard.plugin.v1.ConntrackFlushRequest
 	(*ConntrackTuple)(nil),           // 65: switchyard.plugin.v1.ConntrackTuple
-	nil,                              // 66: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 67: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 68: switchyard.plugin.v1.Assignment.GrantsEntry
-	nil,                              // 69: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 70: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	(*Metric)(nil),                   // 66: switchyard.plugin.v1.Metric
+	(*MetricsResponse)(nil),          // 67: switchyard.plugin.v1.MetricsResponse
+	(*DescribeFlowRequest)(nil),      // 68: switchyard.plugin.v1.DescribeFlowRequest
+	(*DescribeFlowResponse)(nil),     // 69: switchyard.plugin.v1.DescribeFlowResponse
+	nil,                              // 70: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 71: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 72: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 73: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 74: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	nil,                              // 75: switchyard.plugin.v1.Metric.LabelsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
 	58, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
-	66, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	67, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	68, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	70, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	71, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	72, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	27, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	61, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
@@ -5059,8 +5321,8 @@ var file_plugin_proto_depIdxs = []int32{
 	37, // 39: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
 	39, // 40: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
 	41, // 41: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	69, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	70, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	73, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	74, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
 	36, // 44: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
 	37, // 45: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
 	50, // 46: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
@@ -5074,61 +5336,67 @@ var file_plugin_proto_depIdxs = []int32{
 	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
 	65, // 55: switchyard.plugin.v1.ConntrackFlushRequest.orig:type_name -> switchyard.plugin.v1.ConntrackTuple
 	65, // 56: switchyard.plugin.v1.ConntrackFlushRequest.reply:type_name -> switchyard.plugin.v1.ConntrackTuple
-	6,  // 57: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	59, // 58: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 59: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 60: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 61: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 62: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 63: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 64: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	14, // 65: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
-	20, // 66: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	21, // 67: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	26, // 68: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	24, // 69: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	63, // 70: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
-	43, // 71: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	45, // 72: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	46, // 73: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	46, // 74: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	48, // 75: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 76: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 77: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	49, // 78: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	52, // 79: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	52, // 80: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 81: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	64, // 82: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
-	5,  // 83: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 84: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 85: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	19, // 86: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 87: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 88: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	15, // 89: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
-	1,  // 90: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 91: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 92: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 93: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 94: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	44, // 95: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	47, // 96: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 97: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	47, // 98: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 99: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	27, // 100: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 101: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	51, // 102: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	55, // 103: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	57, // 104: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	62, // 105: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	1,  // 106: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
-	83, // [83:107] is the sub-list for method output_type
-	59, // [59:83] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	75, // 57: switchyard.plugin.v1.Metric.labels:type_name -> switchyard.plugin.v1.Metric.LabelsEntry
+	66, // 58: switchyard.plugin.v1.MetricsResponse.metrics:type_name -> switchyard.plugin.v1.Metric
+	6,  // 59: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	59, // 60: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 61: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 62: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 63: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 64: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 65: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 66: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	14, // 67: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
+	20, // 68: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	21, // 69: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	26, // 70: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	24, // 71: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	63, // 72: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	1,  // 73: switchyard.plugin.v1.Feature.Metrics:input_type -> switchyard.plugin.v1.Empty
+	68, // 74: switchyard.plugin.v1.Feature.DescribeFlow:input_type -> switchyard.plugin.v1.DescribeFlowRequest
+	43, // 75: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	45, // 76: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	46, // 77: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	46, // 78: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	48, // 79: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 80: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 81: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	49, // 82: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	52, // 83: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	52, // 84: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 85: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	64, // 86: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
+	5,  // 87: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 88: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 89: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 90: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 91: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 92: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 93: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 94: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 95: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 96: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 97: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 98: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	67, // 99: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
+	69, // 100: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
+	44, // 101: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	47, // 102: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 103: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	47, // 104: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 105: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 106: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 107: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	51, // 108: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	55, // 109: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	57, // 110: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	62, // 111: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	1,  // 112: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
+	87, // [87:113] is the sub-list for method output_type
+	61, // [61:87] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -5142,7 +5410,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   70,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -36,6 +36,8 @@ const (
 	Feature_NodeEvent_FullMethodName         = "/switchyard.plugin.v1.Feature/NodeEvent"
 	Feature_FlowRemoved_FullMethodName       = "/switchyard.plugin.v1.Feature/FlowRemoved"
 	Feature_NodeFactsChanged_FullMethodName  = "/switchyard.plugin.v1.Feature/NodeFactsChanged"
+	Feature_Metrics_FullMethodName           = "/switchyard.plugin.v1.Feature/Metrics"
+	Feature_DescribeFlow_FullMethodName      = "/switchyard.plugin.v1.Feature/DescribeFlow"
 )
 
 // FeatureClient is the client API for Feature service.
@@ -56,6 +58,10 @@ type FeatureClient interface {
 	NodeEvent(ctx context.Context, in *NodeEventRequest, opts ...grpc.CallOption) (*Empty, error)
 	FlowRemoved(ctx context.Context, in *FlowRemovedRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeFactsChanged(ctx context.Context, in *NodeFactsChangedRequest, opts ...grpc.CallOption) (*Empty, error)
+	// Operability (optional): the plugin's own metrics, scraped through the
+	// host, and what one of its flows means (for traces).
+	Metrics(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetricsResponse, error)
+	DescribeFlow(ctx context.Context, in *DescribeFlowRequest, opts ...grpc.CallOption) (*DescribeFlowResponse, error)
 }
 
 type featureClient struct {
@@ -186,6 +192,26 @@ func (c *featureClient) NodeFactsChanged(ctx context.Context, in *NodeFactsChang
 	return out, nil
 }
 
+func (c *featureClient) Metrics(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetricsResponse)
+	err := c.cc.Invoke(ctx, Feature_Metrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *featureClient) DescribeFlow(ctx context.Context, in *DescribeFlowRequest, opts ...grpc.CallOption) (*DescribeFlowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeFlowResponse)
+	err := c.cc.Invoke(ctx, Feature_DescribeFlow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FeatureServer is the server API for Feature service.
 // All implementations must embed UnimplementedFeatureServer
 // for forward compatibility.
@@ -204,6 +230,10 @@ type FeatureServer interface {
 	NodeEvent(context.Context, *NodeEventRequest) (*Empty, error)
 	FlowRemoved(context.Context, *FlowRemovedRequest) (*Empty, error)
 	NodeFactsChanged(context.Context, *NodeFactsChangedRequest) (*Empty, error)
+	// Operability (optional): the plugin's own metrics, scraped through the
+	// host, and what one of its flows means (for traces).
+	Metrics(context.Context, *Empty) (*MetricsResponse, error)
+	DescribeFlow(context.Context, *DescribeFlowRequest) (*DescribeFlowResponse, error)
 	mustEmbedUnimplementedFeatureServer()
 }
 
@@ -249,6 +279,12 @@ func (UnimplementedFeatureServer) FlowRemoved(context.Context, *FlowRemovedReque
 }
 func (UnimplementedFeatureServer) NodeFactsChanged(context.Context, *NodeFactsChangedRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeFactsChanged not implemented")
+}
+func (UnimplementedFeatureServer) Metrics(context.Context, *Empty) (*MetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Metrics not implemented")
+}
+func (UnimplementedFeatureServer) DescribeFlow(context.Context, *DescribeFlowRequest) (*DescribeFlowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeFlow not implemented")
 }
 func (UnimplementedFeatureServer) mustEmbedUnimplementedFeatureServer() {}
 func (UnimplementedFeatureServer) testEmbeddedByValue()                 {}
@@ -487,6 +523,42 @@ func _Feature_NodeFactsChanged_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Feature_Metrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FeatureServer).Metrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Feature_Metrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FeatureServer).Metrics(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Feature_DescribeFlow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeFlowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FeatureServer).DescribeFlow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Feature_DescribeFlow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FeatureServer).DescribeFlow(ctx, req.(*DescribeFlowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Feature_ServiceDesc is the grpc.ServiceDesc for Feature service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -541,6 +613,14 @@ var Feature_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeFactsChanged",
 			Handler:    _Feature_NodeFactsChanged_Handler,
+		},
+		{
+			MethodName: "Metrics",
+			Handler:    _Feature_Metrics_Handler,
+		},
+		{
+			MethodName: "DescribeFlow",
+			Handler:    _Feature_DescribeFlow_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -19,6 +19,8 @@ var (
 	NetworkPoliciesResource        = SchemeGroupVersion.WithResource("networkpolicies")
 	ClusterGroupsResource          = SchemeGroupVersion.WithResource("clustergroups")
 	GroupsResource                 = SchemeGroupVersion.WithResource("groups")
+	NodeAgentsResource             = SchemeGroupVersion.WithResource("nodeagents")
+	ControllerInfosResource        = SchemeGroupVersion.WithResource("controllerinfos")
 )
 
 var (
@@ -35,6 +37,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NetworkPolicy{}, &NetworkPolicyList{},
 		&ClusterGroup{}, &ClusterGroupList{},
 		&Group{}, &GroupList{},
+		&NodeAgent{}, &NodeAgentList{},
+		&ControllerInfo{}, &ControllerInfoList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

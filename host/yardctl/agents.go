@@ -1,0 +1,85 @@
+package yardctl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
+)
+
+// agentsCmd is `yardctl agents`: every node's NodeAgent, cluster-wide,
+// through the apiserver.
+func agentsCmd(o *options) *cobra.Command {
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "Every node's agent as it reports itself (NodeAgent objects, through the apiserver): readiness, plugins, restarts, heartbeat",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			rules.ExplicitPath = kubeconfig
+			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+			if err != nil {
+				return &ExitError{ExitUsage, fmt.Errorf("no cluster to ask: %v (pass --kubeconfig or set KUBECONFIG)", err)}
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			l, err := dyn.Resource(crdv1.NodeAgentsResource).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return &ExitError{ExitUnreachable, fmt.Errorf("listing NodeAgents at %s: %v (is the NodeAgent CRD installed, and may you list nodeagents?)", cfg.Host, err)}
+			}
+			agents := make([]crdv1.NodeAgent, 0, len(l.Items))
+			for _, u := range l.Items {
+				var na crdv1.NodeAgent
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &na); err != nil {
+					return fmt.Errorf("NodeAgent %s: %v", u.GetName(), err)
+				}
+				agents = append(agents, na)
+			}
+			slices.SortFunc(agents, func(a, b crdv1.NodeAgent) int { return strings.Compare(a.Name, b.Name) })
+			now := time.Now()
+			return o.print(cmd.OutOrStdout(), agents, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NODE\tREADY\tPLUGINS\tRESTARTS\tFLOWS\tHEARTBEAT\tREASON")
+				for _, na := range agents {
+					ready, reason := "Unknown", "-"
+					for _, c := range na.Status.Conditions {
+						if c.Type == "Ready" {
+							ready = string(c.Status)
+							if c.Status != metav1.ConditionTrue {
+								reason = c.Reason
+							}
+						}
+					}
+					var restarts, flows int32
+					var ps []string
+					for _, p := range na.Status.Plugins {
+						restarts += p.Restarts
+						flows += p.Flows
+						ps = append(ps, p.Name+"="+p.State)
+					}
+					age := "-"
+					if !na.Status.Heartbeat.IsZero() {
+						age = now.Sub(na.Status.Heartbeat.Time).Round(time.Second).String() + " ago"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", na.Name, ready, dash(strings.Join(ps, ",")), restarts, flows, age, reason)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, then ~/.kube/config, then in-cluster)")
+	return cmd
+}
