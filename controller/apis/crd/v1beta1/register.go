@@ -19,6 +19,8 @@ var (
 	NetworkPoliciesResource        = SchemeGroupVersion.WithResource("networkpolicies")
 	ClusterGroupsResource          = SchemeGroupVersion.WithResource("clustergroups")
 	GroupsResource                 = SchemeGroupVersion.WithResource("groups")
+	ExternalIPPoolsResource        = SchemeGroupVersion.WithResource("externalippools")
+	EgressesResource               = SchemeGroupVersion.WithResource("egresses")
 )
 
 var (
@@ -35,6 +37,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NetworkPolicy{}, &NetworkPolicyList{},
 		&ClusterGroup{}, &ClusterGroupList{},
 		&Group{}, &GroupList{},
+		&ExternalIPPool{}, &ExternalIPPoolList{},
+		&Egress{}, &EgressList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
