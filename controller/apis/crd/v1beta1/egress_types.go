@@ -102,7 +102,7 @@ type Egress struct {
 // EgressSpec is the desired state of an Egress.
 type EgressSpec struct {
 	// AppliedTo selects the pods whose traffic leaves with the Egress IP.
-	AppliedTo AppliedTo `json:"appliedTo"`
+	AppliedTo EgressAppliedTo `json:"appliedTo"`
 	// EgressIP asks for this address. With ExternalIPPool it must lie in
 	// that pool; without, the holding node is chosen among all nodes.
 	// +optional
@@ -115,9 +115,9 @@ type EgressSpec struct {
 	Bandwidth *Bandwidth `json:"bandwidth,omitempty"`
 }
 
-// AppliedTo selects pods by their labels and their namespace's labels; a
-// nil selector matches everything.
-type AppliedTo struct {
+// EgressAppliedTo selects pods by their labels and their namespace's
+// labels; a nil selector matches everything, and at least one is set.
+type EgressAppliedTo struct {
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 	// +optional
