@@ -64,7 +64,7 @@ func TestEgress(t *testing.T) {
 		// Exactly one node holds the IP (ip as witness).
 		holders := 0
 		for _, n := range e.c.Nodes {
-			out, _ := n.Exec("ip", "-4", "-o", "addr", "show", "dev", "sy-egress0")
+			out, _ := n.Exec("ip", "-4", "-o", "addr", "show")
 			if strings.Contains(out, eip+"/32") {
 				holders++
 				if n.Name != eg.Status.EgressNode {

@@ -17,8 +17,10 @@
 // declared alive by an apiserver it can still reach. Every plugin also
 // counts itself alive.
 //
-// The holder puts the IP on a dummy device (sy-egress0, as a /32) and
-// announces it with three gratuitous ARPs on the device that holds the
+// The holder puts the IP on a dummy device (sy-egress0, as a /32; where
+// the kernel has no dummy devices, as here in the test machine's
+// namespaces, on the uplink with the label <uplink>:egr, so the node's own
+// addresses are never touched) and announces it with three gratuitous ARPs on the device that holds the
 // node IP (br-phy on the userspace datapath), so the underlay moves the IP
 // at once.
 //

@@ -73,7 +73,7 @@ type Egress struct {
 	installed map[flow.Key]flow.Flow
 	marks     map[netip.Addr]uint32
 	lastNFT   string
-	dev       netlink.Link
+	dev       hostnet.Holder
 	uplink    netlink.Link
 	lastJoin  time.Time
 	ringCache map[string]*placement.Ring
@@ -136,11 +136,18 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	if !nodeIP.IsValid() {
 		return errors.New("egress: the node has no IPv4 address for memberlist and SNAT")
 	}
-	if e.dev, err = hostnet.EnsureDevice(cfg.Device); err != nil {
-		return err
-	}
 	if e.uplink, err = hostnet.UplinkOf(nodeIP); err != nil {
 		return err
+	}
+	dev, err := hostnet.EnsureDevice(cfg.Device)
+	switch {
+	case errors.Is(err, hostnet.ErrNoDummy):
+		e.dev = hostnet.OnUplink(e.uplink)
+		e.log.Warn("no dummy devices in this kernel: Egress IPs are held on the uplink, labelled", "uplink", e.uplink.Attrs().Name, "label", e.dev.Label)
+	case err != nil:
+		return err
+	default:
+		e.dev = hostnet.Holder{Link: dev}
 	}
 	rc, err := restConfig(req.Cluster)
 	if err != nil {
@@ -237,7 +244,7 @@ func (e *Egress) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespons
 		e.dfactory.Shutdown()
 	}
 	if req.Unload {
-		errs = append(errs, hostnet.RemoveSNAT(), hostnet.DeleteDevice(e.cfg.Device))
+		errs = append(errs, hostnet.RemoveSNAT(), e.dev.Clear())
 		e.log.Info("unloaded: removed the Egress IP device and the SNAT table")
 	}
 	return errors.Join(errs...)
@@ -530,13 +537,13 @@ func (e *Egress) applyFlows(ctx context.Context, want []flow.Flow) error {
 // applyAddrs puts the held IPs on the device (announcing each new one) and
 // removes the others.
 func (e *Egress) applyAddrs(plan Plan) error {
-	have, err := hostnet.Addrs(e.dev)
+	have, err := e.dev.Addrs()
 	if err != nil {
 		return err
 	}
 	for ip := range have {
 		if _, ok := plan.Held[ip]; !ok {
-			if err := hostnet.DelAddr(e.dev, ip); err != nil {
+			if err := e.dev.DelAddr(ip); err != nil {
 				return err
 			}
 			e.log.Info("Egress IP released", "ip", ip)
@@ -546,10 +553,10 @@ func (e *Egress) applyAddrs(plan Plan) error {
 		if have[ip] {
 			continue
 		}
-		if err := hostnet.AddAddr(e.dev, ip); err != nil {
+		if err := e.dev.AddAddr(ip); err != nil {
 			return err
 		}
-		e.log.Info("Egress IP taken", "ip", ip, "device", e.cfg.Device)
+		e.log.Info("Egress IP taken", "ip", ip, "device", e.dev.Link.Attrs().Name)
 		// Announce now and twice more: one lost frame must not leave a
 		// neighbour on the old holder.
 		go func(ip netip.Addr) {

@@ -11,6 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrNoDummy: the kernel has no dummy device support (no module).
+var ErrNoDummy = errors.New("the kernel does not support dummy devices")
+
 // EnsureDevice returns the dummy device name, creating it (up) if needed.
 func EnsureDevice(name string) (netlink.Link, error) {
 	l, err := netlink.LinkByName(name)
@@ -19,7 +22,11 @@ func EnsureDevice(name string) (netlink.Link, error) {
 		if !errors.As(err, &nf) {
 			return nil, err
 		}
-		if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil && !errors.Is(err, unix.EEXIST) {
+		err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return nil, fmt.Errorf("creating the Egress IP device %s: %w", name, ErrNoDummy)
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, fmt.Errorf("creating the Egress IP device %s: %w", name, err)
 		}
 		if l, err = netlink.LinkByName(name); err != nil {
@@ -32,14 +39,36 @@ func EnsureDevice(name string) (netlink.Link, error) {
 	return l, nil
 }
 
-// Addrs are the host addresses on the device.
-func Addrs(l netlink.Link) (map[netip.Addr]bool, error) {
-	as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+// Holder is where the Egress IPs sit: the plugin's dummy device, whose
+// addresses are all Egress IPs, or (where the kernel has no dummy
+// devices) the uplink, where the Egress IPs carry Label so the node's own
+// addresses are never touched.
+type Holder struct {
+	Link  netlink.Link
+	Label string
+}
+
+// OnUplink is a Holder on the uplink: IPv4 labels must start with the
+// device name and fit 15 characters.
+func OnUplink(l netlink.Link) Holder {
+	label := l.Attrs().Name + ":egr"
+	if len(label) > 15 {
+		label = label[:15]
+	}
+	return Holder{Link: l, Label: label}
+}
+
+// Addrs are the Egress IPs on the holder.
+func (h Holder) Addrs() (map[netip.Addr]bool, error) {
+	as, err := netlink.AddrList(h.Link, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, err
 	}
 	out := map[netip.Addr]bool{}
 	for _, a := range as {
+		if h.Label != "" && a.Label != h.Label {
+			continue
+		}
 		if ip, ok := netip.AddrFromSlice(a.IP); ok {
 			out[ip.Unmap()] = true
 		}
@@ -49,30 +78,41 @@ func Addrs(l netlink.Link) (map[netip.Addr]bool, error) {
 
 // AddAddr puts ip on the device as a host address (/32 or /128), so it
 // adds no subnet route that could compete with the uplink's.
-func AddAddr(l netlink.Link, ip netip.Addr) error {
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}
-	if err := netlink.AddrReplace(l, a); err != nil {
-		return fmt.Errorf("adding Egress IP %s to %s: %w", ip, l.Attrs().Name, err)
+func (h Holder) AddAddr(ip netip.Addr) error {
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Label: h.Label}
+	if err := netlink.AddrReplace(h.Link, a); err != nil {
+		return fmt.Errorf("adding Egress IP %s to %s: %w", ip, h.Link.Attrs().Name, err)
 	}
 	return nil
 }
 
 // DelAddr removes ip from the device (absent is fine).
-func DelAddr(l netlink.Link, ip netip.Addr) error {
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}
-	if err := netlink.AddrDel(l, a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
-		return fmt.Errorf("removing Egress IP %s from %s: %w", ip, l.Attrs().Name, err)
+func (h Holder) DelAddr(ip netip.Addr) error {
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Label: h.Label}
+	if err := netlink.AddrDel(h.Link, a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+		return fmt.Errorf("removing Egress IP %s from %s: %w", ip, h.Link.Attrs().Name, err)
 	}
 	return nil
 }
 
-// DeleteDevice removes the device and its addresses.
-func DeleteDevice(name string) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
+// Clear removes every Egress IP from the holder, and the holder itself if
+// it is the dummy device.
+func (h Holder) Clear() error {
+	if h.Link == nil {
 		return nil
 	}
-	return netlink.LinkDel(l)
+	if h.Label == "" {
+		return netlink.LinkDel(h.Link)
+	}
+	as, err := h.Addrs()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for ip := range as {
+		errs = append(errs, h.DelAddr(ip))
+	}
+	return errors.Join(errs...)
 }
 
 // UplinkOf is the device that holds the node address ip (where the
