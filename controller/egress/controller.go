@@ -173,10 +173,9 @@ func (c *Controller) applyEgress(ctx context.Context, e *crdv1.Egress, r Result)
 	st := map[string]any{"conditions": []any{cond}}
 	if ip != "" {
 		st["egressIP"] = ip
-	} else {
-		// Not owning the field releases it; null removes it.
-		st["egressIP"] = nil
 	}
+	// Without an IP the field is left out of the apply: the controller
+	// stops owning it, and the apiserver removes it.
 	if err := c.apply(ctx, crdv1.EgressesResource, "Egress", e.Name, st); err != nil {
 		return err
 	}

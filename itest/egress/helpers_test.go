@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -148,18 +149,21 @@ func (e *env) waitSynced(t testenv.T, n *cluster.Node, plugin string) {
 		if err != nil || code != 200 {
 			return fmt.Errorf("GET /v1/plugins: %d %v", code, err)
 		}
-		if !strings.Contains(body, `"name":"`+plugin+`"`) {
-			return fmt.Errorf("%s not listed", plugin)
+		var ps []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
 		}
-		i := strings.Index(body, `"name":"`+plugin+`"`)
-		rest := body[i:]
-		if j := strings.Index(rest, "}"); j > 0 {
-			rest = rest[:j]
+		if err := json.Unmarshal([]byte(body), &ps); err != nil {
+			return fmt.Errorf("/v1/plugins: %v", err)
 		}
-		if !strings.Contains(rest, `"state":"synced"`) {
-			return fmt.Errorf("%s: %s", plugin, rest)
+		for _, p := range ps {
+			if p.Name == plugin && p.State == "synced" {
+				return nil
+			} else if p.Name == plugin {
+				return fmt.Errorf("%s is %s", plugin, p.State)
+			}
 		}
-		return nil
+		return fmt.Errorf("%s not listed", plugin)
 	})
 	if err != nil {
 		t.Fatalf("%v\nagent log:\n%s", err, e.agents[n.Name].Process.Tail(60))
