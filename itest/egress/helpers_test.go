@@ -50,7 +50,7 @@ const (
 	namespace  = "egr"
 )
 
-func start(t *testing.T, nodes int) *env {
+func start(t testing.TB, nodes int) *env {
 	t.Helper()
 	if binsErr != nil {
 		t.Fatalf("a binary the test runs did not build: %v", binsErr)
@@ -92,7 +92,7 @@ func start(t *testing.T, nodes int) *env {
 
 // installCRDs creates every CRD of manifests/crds and waits until the
 // Egress kinds are served.
-func installCRDs(t *testing.T, dyn dynamic.Interface) {
+func installCRDs(t testing.TB, dyn dynamic.Interface) {
 	t.Helper()
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	files, _ := fs.Glob(manifests.Files, "crds/*.yaml")
@@ -118,7 +118,7 @@ func installCRDs(t *testing.T, dyn dynamic.Interface) {
 
 // startAllocator runs the controller's Egress allocation in this process
 // against the real apiserver.
-func startAllocator(t *testing.T, e *env) {
+func startAllocator(t testing.TB, e *env) {
 	t.Helper()
 	logPath := filepath.Join(testenv.Dir(t, "ctrl"), "egress-controller.log")
 	f, err := os.Create(logPath)
@@ -170,7 +170,7 @@ func (e *env) waitSynced(t testenv.T, n *cluster.Node, plugin string) {
 	}
 }
 
-func toUnstructured(t *testing.T, obj runtime.Object, kind string) *unstructured.Unstructured {
+func toUnstructured(t testing.TB, obj runtime.Object, kind string) *unstructured.Unstructured {
 	t.Helper()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
@@ -182,14 +182,14 @@ func toUnstructured(t *testing.T, obj runtime.Object, kind string) *unstructured
 	return u
 }
 
-func (e *env) createPool(t *testing.T, p *crdv1.ExternalIPPool) {
+func (e *env) createPool(t testing.TB, p *crdv1.ExternalIPPool) {
 	t.Helper()
 	if _, err := e.dyn.Resource(crdv1.ExternalIPPoolsResource).Create(context.Background(), toUnstructured(t, p, "ExternalIPPool"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ExternalIPPool %s: %v", p.Name, err)
 	}
 }
 
-func (e *env) createEgress(t *testing.T, eg *crdv1.Egress) {
+func (e *env) createEgress(t testing.TB, eg *crdv1.Egress) {
 	t.Helper()
 	if _, err := e.dyn.Resource(crdv1.EgressesResource).Create(context.Background(), toUnstructured(t, eg, "Egress"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Egress %s: %v", eg.Name, err)
@@ -209,7 +209,7 @@ func (e *env) getEgress(t testenv.T, name string) *crdv1.Egress {
 	return out
 }
 
-func (e *env) updateEgress(t *testing.T, name string, change func(*crdv1.Egress)) {
+func (e *env) updateEgress(t testing.TB, name string, change func(*crdv1.Egress)) {
 	t.Helper()
 	eg := e.getEgress(t, name)
 	change(eg)
@@ -218,7 +218,7 @@ func (e *env) updateEgress(t *testing.T, name string, change func(*crdv1.Egress)
 	}
 }
 
-func (e *env) deleteEgress(t *testing.T, name string) {
+func (e *env) deleteEgress(t testing.TB, name string) {
 	t.Helper()
 	if err := e.dyn.Resource(crdv1.EgressesResource).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting Egress %s: %v", name, err)
@@ -227,7 +227,7 @@ func (e *env) deleteEgress(t *testing.T, name string) {
 
 // waitCondition waits until the Egress has condition typ with status and
 // reason, and returns it.
-func (e *env) waitCondition(t *testing.T, name, typ string, status metav1.ConditionStatus, reason string) *crdv1.Egress {
+func (e *env) waitCondition(t testing.TB, name, typ string, status metav1.ConditionStatus, reason string) *crdv1.Egress {
 	t.Helper()
 	var eg *crdv1.Egress
 	err := testenv.Eventually(fmt.Sprintf("Egress %s condition %s=%s (%s)", name, typ, status, reason), 30*time.Second, 100*time.Millisecond, func() error {
@@ -283,7 +283,7 @@ func (e *env) seenAs(ns string, timeout time.Duration) (string, error) {
 
 // expectSeen waits until every pod is seen with want[pod] (a few seconds:
 // the plugins follow the apiserver).
-func (e *env) expectSeen(t *testing.T, what string, want map[*cluster.Pod]string) {
+func (e *env) expectSeen(t testing.TB, what string, want map[*cluster.Pod]string) {
 	t.Helper()
 	for p, w := range want {
 		var last string

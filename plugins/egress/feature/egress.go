@@ -78,6 +78,11 @@ type Egress struct {
 	lastJoin  time.Time
 	ringCache map[string]*placement.Ring
 	reported  map[string]string // egress → "ip@node" last written
+	// announced are the held IPs this incarnation announced: an IP found
+	// already on the device at start (a restart, or a node back from a
+	// cut) is announced again, or the underlay keeps sending it to the
+	// node that held it meanwhile.
+	announced map[netip.Addr]bool
 }
 
 var (
@@ -175,6 +180,7 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 		inf.AddEventHandler(h)
 	}
 	e.installed, e.marks, e.ringCache, e.reported = map[flow.Key]flow.Flow{}, map[netip.Addr]uint32{}, map[string]*placement.Ring{}, map[string]string{}
+	e.announced = map[netip.Addr]bool{}
 	e.factory.Start(e.stop)
 	e.dfactory.Start(e.stop)
 	e.log.Info("egress starting", "node", e.self, "node_ip", nodeIP, "memberlist_port", cfg.MemberlistPort, "device", cfg.Device,
@@ -194,6 +200,10 @@ func (e *Egress) loop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-e.stop; cancel() }()
+	// Join the other agents before the first plan: a plugin alone in its
+	// member list would count every other node dead and claim (and
+	// announce) every Egress IP its pools allow it.
+	e.joinAll()
 	synced := false
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -549,14 +559,22 @@ func (e *Egress) applyAddrs(plan Plan) error {
 			e.log.Info("Egress IP released", "ip", ip)
 		}
 	}
+	for ip := range e.announced {
+		if _, ok := plan.Held[ip]; !ok {
+			delete(e.announced, ip)
+		}
+	}
 	for ip := range plan.Held {
-		if have[ip] {
+		if !have[ip] {
+			if err := e.dev.AddAddr(ip); err != nil {
+				return err
+			}
+			e.log.Info("Egress IP taken", "ip", ip, "device", e.dev.Link.Attrs().Name)
+		}
+		if e.announced[ip] {
 			continue
 		}
-		if err := e.dev.AddAddr(ip); err != nil {
-			return err
-		}
-		e.log.Info("Egress IP taken", "ip", ip, "device", e.dev.Link.Attrs().Name)
+		e.announced[ip] = true
 		// Announce now and twice more: one lost frame must not leave a
 		// neighbour on the old holder.
 		go func(ip netip.Addr) {
@@ -600,6 +618,30 @@ func (e *Egress) report(ctx context.Context, plan Plan) error {
 		e.log.Info("Egress IP assigned here", "egress", pl.Egress, "ip", pl.IP, "pods", len(pl.Pods))
 	}
 	return errors.Join(errs...)
+}
+
+// joinAll contacts every known node and waits for the answers (a dead
+// one costs at most memberlist's TCP timeout).
+func (e *Egress) joinAll() {
+	var addrs []string
+	for _, o := range e.nodes.GetStore().List() {
+		n := o.(*corev1.Node)
+		if n.Name == e.self {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP && ip.Is4() {
+				addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(e.cfg.MemberlistPort)))
+				break
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	n, err := e.ml.Join(addrs)
+	e.lastJoin = time.Now()
+	e.log.Info("memberlist joined", "contacted", n, "of", len(addrs), "error", err)
 }
 
 // join asks memberlist to contact the nodes it does not know yet, at
