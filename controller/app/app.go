@@ -20,6 +20,7 @@ import (
 	"switchyard.dev/switchyard/controller/compute"
 	"switchyard.dev/switchyard/controller/distribute"
 	"switchyard.dev/switchyard/controller/metrics"
+	"switchyard.dev/switchyard/controller/egress"
 	"switchyard.dev/switchyard/controller/reconcile"
 )
 
@@ -115,6 +116,13 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { cancel(); <-infoDone }()
 	errc := make(chan error, 2)
 	go func() { errc <- ctrl.Run(ctx, cfg.Workers) }()
+	// Egress IP allocation is independent of policy: it has its own
+	// informers and never blocks the policy stream.
+	go func() {
+		if err := egress.New(dyn, log).Run(ctx); err != nil {
+			log.Error("egress allocation stopped", "error", err)
+		}
+	}()
 	go func() { errc <- gs.Serve(cfg.Listener) }()
 	log.Info("switchyard-controller serving", "addr", cfg.Listener.Addr().String(), "tls", cfg.TLS != nil)
 	var first error

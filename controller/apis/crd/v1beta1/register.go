@@ -21,6 +21,8 @@ var (
 	GroupsResource                 = SchemeGroupVersion.WithResource("groups")
 	NodeAgentsResource             = SchemeGroupVersion.WithResource("nodeagents")
 	ControllerInfosResource        = SchemeGroupVersion.WithResource("controllerinfos")
+	ExternalIPPoolsResource        = SchemeGroupVersion.WithResource("externalippools")
+	EgressesResource               = SchemeGroupVersion.WithResource("egresses")
 )
 
 var (
@@ -39,6 +41,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Group{}, &GroupList{},
 		&NodeAgent{}, &NodeAgentList{},
 		&ControllerInfo{}, &ControllerInfoList{},
+		&ExternalIPPool{}, &ExternalIPPoolList{},
+		&Egress{}, &EgressList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -1,0 +1,112 @@
+package egress
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
+)
+
+func TestParseRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      []crdv1.IPRange
+		want    []Range
+		wantErr string
+	}{
+		{"cidr leaves out network and broadcast", []crdv1.IPRange{{CIDR: "198.18.0.64/30"}},
+			[]Range{{netip.MustParseAddr("198.18.0.65"), netip.MustParseAddr("198.18.0.66")}}, ""},
+		{"start-end", []crdv1.IPRange{{Start: "198.18.0.100", End: "198.18.0.101"}},
+			[]Range{{netip.MustParseAddr("198.18.0.100"), netip.MustParseAddr("198.18.0.101")}}, ""},
+		{"ipv6 cidr", []crdv1.IPRange{{CIDR: "fd00:18::/127"}},
+			[]Range{{netip.MustParseAddr("fd00:18::"), netip.MustParseAddr("fd00:18::1")}}, ""},
+		{"empty", nil, nil, "ipRanges is empty"},
+		{"both", []crdv1.IPRange{{CIDR: "10.0.0.0/24", Start: "10.0.0.1"}}, nil, "ipRanges[0]: give either cidr or start/end, not both"},
+		{"bad cidr", []crdv1.IPRange{{CIDR: "10.0.0.0/33"}}, nil, `ipRanges[0].cidr "10.0.0.0/33"`},
+		{"reversed", []crdv1.IPRange{{Start: "10.0.0.9", End: "10.0.0.1"}}, nil, "ipRanges[0]: end 10.0.0.1 is before start 10.0.0.9"},
+		{"mixed families", []crdv1.IPRange{{Start: "10.0.0.1", End: "fd00::1"}}, nil, "different families"},
+		{"half", []crdv1.IPRange{{Start: "10.0.0.1"}}, nil, "give a cidr, or both start and end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseRanges(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestAllocate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ip := netip.MustParseAddr
+	pool := Pool{Name: "p", Ranges: []Range{{ip("198.18.0.100"), ip("198.18.0.101")}}}
+	type want struct {
+		ip     string
+		reason string
+	}
+	for _, tc := range []struct {
+		name  string
+		reqs  []Request
+		want  map[string]want
+		usage Usage
+	}{
+		{"lowest free, oldest first",
+			[]Request{{Name: "b", Created: t0.Add(time.Second), Pool: "p"}, {Name: "a", Created: t0, Pool: "p"}},
+			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}, "b": {"198.18.0.101", crdv1.ReasonAllocated}}, Usage{2, 2}},
+		{"exhausted",
+			[]Request{{Name: "a", Created: t0, Pool: "p"}, {Name: "b", Created: t0, Pool: "p"}, {Name: "c", Created: t0, Pool: "p"}},
+			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}, "b": {"198.18.0.101", crdv1.ReasonAllocated}, "c": {"", crdv1.ReasonPoolExhausted}}, Usage{2, 2}},
+		{"status kept across a restart, even if younger",
+			[]Request{{Name: "a", Created: t0, Pool: "p"}, {Name: "b", Created: t0.Add(time.Second), Pool: "p", Had: ip("198.18.0.100")}},
+			map[string]want{"a": {"198.18.0.101", crdv1.ReasonAllocated}, "b": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 2}},
+		{"fixed IP beats a kept one",
+			[]Request{{Name: "a", Created: t0, Pool: "p", Had: ip("198.18.0.100")}, {Name: "b", Created: t0.Add(time.Second), Pool: "p", Want: ip("198.18.0.100"), WantRaw: "198.18.0.100"}},
+			map[string]want{"a": {"198.18.0.101", crdv1.ReasonAllocated}, "b": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 2}},
+		{"duplicate request: the older wins",
+			[]Request{{Name: "b", Created: t0.Add(time.Second), Want: ip("198.18.0.7"), WantRaw: "198.18.0.7"}, {Name: "a", Created: t0, Want: ip("198.18.0.7"), WantRaw: "198.18.0.7"}},
+			map[string]want{"a": {"198.18.0.7", crdv1.ReasonAllocated}, "b": {"", crdv1.ReasonIPConflict}}, Usage{2, 0}},
+		{"outside the pool",
+			[]Request{{Name: "a", Pool: "p", Want: ip("198.18.0.7"), WantRaw: "198.18.0.7"}},
+			map[string]want{"a": {"", crdv1.ReasonIPOutsidePool}}, Usage{2, 0}},
+		{"unknown pool", []Request{{Name: "a", Pool: "nope"}}, map[string]want{"a": {"", crdv1.ReasonPoolNotFound}}, Usage{2, 0}},
+		{"not an IP", []Request{{Name: "a", WantRaw: "ten"}}, map[string]want{"a": {"", crdv1.ReasonInvalidIP}}, Usage{2, 0}},
+		{"nothing asked", []Request{{Name: "a"}}, map[string]want{"a": {"", crdv1.ReasonNoIP}}, Usage{2, 0}},
+		{"a kept IP outside a shrunk pool is replaced",
+			[]Request{{Name: "a", Pool: "p", Had: ip("198.18.0.9")}},
+			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, usage := Allocate([]Pool{pool}, tc.reqs)
+			got := map[string]want{}
+			for n, r := range res {
+				w := want{reason: r.Reason}
+				if r.IP.IsValid() {
+					w.ip = r.IP.String()
+				}
+				if r.Message == "" {
+					t.Errorf("%s: empty message", n)
+				}
+				got[n] = w
+			}
+			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
+				t.Errorf("results (-want +got):\n%s", d)
+			}
+			if usage["p"] != tc.usage {
+				t.Errorf("usage %+v, want %+v", usage["p"], tc.usage)
+			}
+		})
+	}
+}

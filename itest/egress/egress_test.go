@@ -1,0 +1,193 @@
+package egress
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
+	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/netns"
+	"switchyard.dev/switchyard/itest/testenv"
+)
+
+func selector(kv ...string) *metav1.LabelSelector {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return &metav1.LabelSelector{MatchLabels: m}
+}
+
+// TestEgress runs one three-node cluster through the whole life of an
+// Egress: pods selected on every node leave with the Egress IP and the
+// others with their node IP; a new selector moves that at once; a
+// duplicate IP and an exhausted pool get a clear condition; the holder
+// fails over; a deleted Egress gives the pods their node IP back.
+func TestEgress(t *testing.T) {
+	e := start(t, 3)
+	var web, plain []*cluster.Pod
+	for _, n := range e.c.Nodes {
+		web = append(web, e.c.AddPod(t, cluster.PodSpec{Name: fmt.Sprintf("web-%d", n.Index), Namespace: namespace, Node: n, Labels: map[string]string{"app": "web"}}))
+		plain = append(plain, e.c.AddPod(t, cluster.PodSpec{Name: fmt.Sprintf("plain-%d", n.Index), Namespace: namespace, Node: n, Labels: map[string]string{"app": "plain"}}))
+	}
+	nodeIP := func(p *cluster.Pod) string { return p.Node.UnderlayIP.String() }
+	// Before any Egress every pod leaves with its node's IP (tunnel's masquerade).
+	before := map[*cluster.Pod]string{}
+	for _, p := range append(append([]*cluster.Pod{}, web...), plain...) {
+		before[p] = nodeIP(p)
+	}
+	e.expectSeen(t, "no Egress", before)
+
+	e.createPool(t, &crdv1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: crdv1.ExternalIPPoolSpec{IPRanges: []crdv1.IPRange{{Start: "198.18.0.100", End: "198.18.0.101"}}}})
+	e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: crdv1.EgressSpec{ExternalIPPool: "pool", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "web")}}})
+	eg := e.waitCondition(t, "web", crdv1.ConditionIPAllocated, metav1.ConditionTrue, crdv1.ReasonAllocated)
+	eip := eg.Status.EgressIP
+	if eip != "198.18.0.100" {
+		t.Fatalf("Egress web got %q, want the pool's first address 198.18.0.100", eip)
+	}
+	eg = e.waitCondition(t, "web", crdv1.ConditionIPAssigned, metav1.ConditionTrue, crdv1.ReasonAssigned)
+	t.Logf("Egress web: %s held by %s", eip, eg.Status.EgressNode)
+
+	t.Run("selected pods on every node use the Egress IP", func(t *testing.T) {
+		want := map[*cluster.Pod]string{}
+		for i := range web {
+			want[web[i]] = eip
+			want[plain[i]] = nodeIP(plain[i])
+		}
+		e.expectSeen(t, "Egress web", want)
+		// Exactly one node holds the IP (ip as witness).
+		holders := 0
+		for _, n := range e.c.Nodes {
+			out, _ := n.Exec("ip", "-4", "-o", "addr", "show")
+			if strings.Contains(out, eip+"/32") {
+				holders++
+				if n.Name != eg.Status.EgressNode {
+					t.Errorf("%s holds %s but status says %s", n.Name, eip, eg.Status.EgressNode)
+				}
+			}
+		}
+		if holders != 1 {
+			t.Errorf("%d nodes hold %s, want 1", holders, eip)
+		}
+	})
+
+	t.Run("a new selector moves the Egress to other pods", func(t *testing.T) {
+		e.updateEgress(t, "web", func(eg *crdv1.Egress) { eg.Spec.AppliedTo.PodSelector = selector("app", "plain") })
+		want := map[*cluster.Pod]string{}
+		for i := range web {
+			want[web[i]] = nodeIP(web[i])
+			want[plain[i]] = eip
+		}
+		e.expectSeen(t, "Egress web on app=plain", want)
+		e.updateEgress(t, "web", func(eg *crdv1.Egress) { eg.Spec.AppliedTo.PodSelector = selector("app", "web") })
+	})
+
+	t.Run("duplicate IP and exhausted pool get a condition", func(t *testing.T) {
+		// The pool has two addresses: web holds one, second takes the other.
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "second"},
+			Spec: crdv1.EgressSpec{ExternalIPPool: "pool", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		e.waitCondition(t, "second", crdv1.ConditionIPAllocated, metav1.ConditionTrue, crdv1.ReasonAllocated)
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "third"},
+			Spec: crdv1.EgressSpec{ExternalIPPool: "pool", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		third := e.waitCondition(t, "third", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonPoolExhausted)
+		t.Logf("third: %s", third.Status.Conditions[0].Message)
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "fourth"},
+			Spec: crdv1.EgressSpec{ExternalIPPool: "pool", EgressIP: "198.18.0.7", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		e.waitCondition(t, "fourth", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonIPOutsidePool)
+		for _, n := range []string{"second", "third", "fourth"} {
+			e.deleteEgress(t, n)
+		}
+		// Two Egresses asking for one address: the older gets it.
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "fixed-a"},
+			Spec: crdv1.EgressSpec{EgressIP: "198.18.0.120", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		e.waitCondition(t, "fixed-a", crdv1.ConditionIPAllocated, metav1.ConditionTrue, crdv1.ReasonAllocated)
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "fixed-b"},
+			Spec: crdv1.EgressSpec{EgressIP: "198.18.0.120", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		b := e.waitCondition(t, "fixed-b", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonIPConflict)
+		t.Logf("fixed-b: %s", b.Status.Conditions[0].Message)
+		e.deleteEgress(t, "fixed-a")
+		e.deleteEgress(t, "fixed-b")
+	})
+
+	t.Run("failover keeps the source IP", func(t *testing.T) {
+		eg := e.waitCondition(t, "web", crdv1.ConditionIPAssigned, metav1.ConditionTrue, crdv1.ReasonAssigned)
+		if eg.Status.EgressIP != eip {
+			t.Fatalf("Egress web moved to %s", eg.Status.EgressIP)
+		}
+		holder := e.c.Node(eg.Status.EgressNode)
+		var client *cluster.Pod
+		for _, p := range web {
+			if p.Node != holder {
+				client = p
+				break
+			}
+		}
+		if got, err := e.seenAs(client.NetNS, 2*time.Second); err != nil || got != eip {
+			t.Fatalf("before failover %s is seen as %q (%v), want %s", client.Key(), got, err, eip)
+		}
+		e.agents[holder.Name].Process.Kill()
+		cut(t, e, holder)
+		t0 := time.Now()
+		var took time.Duration
+		err := testenv.Eventually("the external server sees "+eip+" again from "+client.Key(), 30*time.Second, 20*time.Millisecond, func() error {
+			got, err := e.seenAs(client.NetNS, 300*time.Millisecond)
+			if err != nil || got != eip {
+				return fmt.Errorf("seen as %q (%v)", got, err)
+			}
+			took = time.Since(t0)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("failover: %s seen again as %s %v after the cut (old holder %s)", client.Key(), eip, took.Round(time.Millisecond), holder.Name)
+		err = testenv.Eventually("status names the new holder", 20*time.Second, 100*time.Millisecond, func() error {
+			if n := e.getEgress(t, "web").Status.EgressNode; n == holder.Name || n == "" {
+				return fmt.Errorf("egressNode %q", n)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		// Selected pods on the surviving nodes all use the Egress IP.
+		want := map[*cluster.Pod]string{}
+		for i := range web {
+			if web[i].Node != holder {
+				want[web[i]] = eip
+				want[plain[i]] = nodeIP(plain[i])
+			}
+		}
+		e.expectSeen(t, "after failover", want)
+	})
+
+	t.Run("a deleted Egress gives the pods their node IP back", func(t *testing.T) {
+		e.deleteEgress(t, "web")
+		want := map[*cluster.Pod]string{}
+		for _, p := range web {
+			if e.c.Node(p.Node.Name) != nil && !cutNodes[p.Node.Name] {
+				want[p] = nodeIP(p)
+			}
+		}
+		e.expectSeen(t, "Egress deleted", want)
+	})
+}
+
+// cutNodes are the nodes whose underlay link a test cut.
+var cutNodes = map[string]bool{}
+
+// cut takes the node's port on the underlay bridge down: the node is gone
+// from the fabric, as if its cable were pulled.
+func cut(t *testing.T, e *env, n *cluster.Node) {
+	t.Helper()
+	if out, err := netns.Exec(e.c.Fabric, "ip", "link", "set", fmt.Sprintf("n%d", n.Index), "down"); err != nil {
+		t.Fatalf("cutting %s off the underlay: %v\n%s", n.Name, err, out)
+	}
+	cutNodes[n.Name] = true
+}

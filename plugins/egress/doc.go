@@ -1,0 +1,56 @@
+// Egress is the plugin that gives the pods an Egress selects a fixed
+// source IP when they reach outside the cluster, as Antrea's Egress does,
+// with high availability.
+//
+// The controller (controller/egress) allocates each Egress an IP from its
+// ExternalIPPool and records it in status.egressIP. Every agent's egress
+// plugin then computes the same placement: the holder of an IP is the
+// owner of the IP's point on a consistent hash ring (package placement)
+// of the live nodes that match the pool's nodeSelector. A node joining
+// moves about 1/N of the IPs.
+//
+// Liveness comes from hashicorp/memberlist among the plugins (UDP/TCP
+// port 7946 on the node IP, `memberlistPort`), not from Lease objects:
+// a dead node is detected by its peers directly in about a second (probe
+// every 200 ms), without the apiserver in the path and without a lease
+// duration to wait out; and a node that cannot reach the others is not
+// declared alive by an apiserver it can still reach. Every plugin also
+// counts itself alive.
+//
+// The holder puts the IP on a dummy device (sy-egress0, as a /32; where
+// the kernel has no dummy devices, as here in the test machine's
+// namespaces, on the uplink with the label <uplink>:egr, so the node's own
+// addresses are never touched) and announces it with three gratuitous ARPs on the device that holds the
+// node IP (br-phy on the userspace datapath), so the underlay moves the IP
+// at once.
+//
+// Datapath (package flows, package hostnet):
+//   - a selected pod's traffic to outside the cluster (anything but pod
+//     CIDRs, node IPs, `serviceCIDRs` and `exceptCIDRs`) is, on its own
+//     node, either marked with the plugin's pkt_mark grant (this node holds
+//     the IP) or sent into tunnel's port with tun_dst set to the holder;
+//   - on the holder, what arrives from the tunnel from a selected pod is
+//     marked the same way, leaves OVS through the gateway, and is SNATed
+//     to the Egress IP by nftables (table switchyard-egress, srcnat-10,
+//     before tunnel's masquerade), matching the mark or, on the userspace
+//     datapath where pkt_mark does not cross a tap device, the pod's
+//     address;
+//   - replies are un-SNATed by conntrack on the holder and reach the pod
+//     through the kernel's route to its pod CIDR (tunnel's).
+//
+// # Shared fields (for netpol and others)
+//
+//   - pkt_mark grant "egress.snat" (8 bits), exported: a packet carrying a
+//     non-zero value there is Egress traffic on the way to its SNAT.
+//   - Tunnelled Egress traffic uses tunnel's conventions (RemoteMAC,
+//     sdk.pkt_source=3 on arrival), so netpol treats it as any traffic
+//     from a peer: the source node applied egress policy.
+//   - egress.mark sits after podnet.l3_forward and tunnel.l3_forward in
+//     Routing; netpol's tables in EgressSecurity run before it.
+//
+// Not done yet: IPv6 Egress IPs (the plan skips them), bandwidth through
+// OVS meters, subnetInfo (VLAN or a prefix other than /32 on the device).
+//
+// Config (all optional): device (sy-egress0), gateway (sy-gw0),
+// serviceCIDRs, exceptCIDRs, memberlistPort (7946).
+package main
