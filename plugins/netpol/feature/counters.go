@@ -76,6 +76,9 @@ func (p *Netpol) countersLoop(ctx context.Context, every time.Duration) {
 			p.log.Debug("reading rule counters failed", "error", err)
 			continue
 		}
+		p.mu.Lock()
+		p.lastCounters = cs
+		p.mu.Unlock()
 		b, _ := json.MarshalIndent(cs, "", "  ")
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, b, 0o644); err == nil {

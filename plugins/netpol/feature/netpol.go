@@ -66,6 +66,9 @@ type Netpol struct {
 	dirty     bool // the last apply failed; retry
 	last      *client.State
 	decisions *os.File
+	// lastCounters are the rule counters countersLoop read last, for
+	// Metrics (a scrape does no I/O).
+	lastCounters []RuleCounters
 
 	reports chan map[string]int64
 	// kick wakes the worker; pendingSnapshot says a complete span came.
