@@ -22,8 +22,9 @@ func Fields() []flow.Field { return []flow.Field{Mark, Mark2, Port, Addr} }
 
 // Resources are the shared resources the samples use, for a plugin that
 // registers first on a fresh host: ct zones 1 to 8 (the samples use 5 and
-// 7), all 32 bits of ct_mark and of pkt_mark, all 64 bits of metadata and
-// all 128 bits of ct_label (two grants of 64).
+// 7), all 32 bits of ct_mark, the 31 low bits of pkt_mark (the host keeps
+// the top bit for traces), all 64 bits of metadata and all 128 bits of
+// ct_label (two grants of 64).
 func Resources() []sdk.Resource {
 	var rs []sdk.Resource
 	for i := range 8 {
@@ -32,7 +33,7 @@ func Resources() []sdk.Resource {
 	return append(rs,
 		sdk.Resource{Kind: sdk.ResourceCTMark, Name: "flowtest.ct_mark", Width: 32},
 		sdk.Resource{Kind: sdk.ResourceMetadata, Name: "flowtest.metadata", Width: 64},
-		sdk.Resource{Kind: sdk.ResourcePktMark, Name: "flowtest.pkt_mark", Width: 32},
+		sdk.Resource{Kind: sdk.ResourcePktMark, Name: "flowtest.pkt_mark", Width: 31},
 		sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "flowtest.ct_label_lo", Width: 64},
 		sdk.Resource{Kind: sdk.ResourceCTLabel, Name: "flowtest.ct_label_hi", Width: 64})
 }
