@@ -13,7 +13,7 @@ import (
 // restart and outage cases. NETPOL_SCENARIOS=a,b limits the scenarios.
 func TestNetworkPolicy(t *testing.T) {
 	start := time.Now()
-	e := Start(t, Options{Nodes: modelNodes()})
+	e := Start(t, Options{Nodes: modelNodes(), Service: true})
 	t.Logf("model up in %s; placement: %s", time.Since(start).Round(time.Millisecond), e.Placement())
 	e.Check(t, "no policy", probe.TCP, 80, e.NewReachability(true), 30*time.Second)
 	only := map[string]bool{}

@@ -42,6 +42,9 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// NetpolConfig adds keys to netpol's config section.
 	NetpolConfig map[string]any
+	// Service also runs the service plugin on every node, so policies can
+	// be checked on traffic to a ClusterIP (ServiceClusterIP creates one).
+	Service bool
 }
 
 // Env is a running model.
@@ -85,15 +88,26 @@ func Start(t testenv.T, o Options) *Env {
 	}
 	e := &Env{opts: o, t: t, Pods: map[string]*cluster.Pod{}, Agents: map[string]*nodeagent.Agent{}}
 	e.CP = controlplane.Start(t)
-	bins := build.Commands(t, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/netpol")
-	e.Bins = nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
-		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "netpol": bins["netpol"]}}
+	pkgs := []string{"host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/netpol"}
+	enabled := []string{"podnet", "tunnel", "netpol"}
+	if o.Service {
+		pkgs, enabled = append(pkgs, "plugins/service"), append(enabled, "service")
+	}
+	bins := build.Commands(t, pkgs...)
+	e.Bins = nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"], Plugins: map[string]string{}}
+	for _, name := range enabled {
+		e.Bins.Plugins[name] = bins[name]
+	}
 	e.Ctrl = StartController(t, e.CP)
 	npCfg := map[string]any{"plaintext": true}
 	maps.Copy(npCfg, o.NetpolConfig)
+	cfg := map[string]map[string]any{"netpol": npCfg}
+	if o.Service {
+		cfg["service"] = map[string]any{"serviceCIDRs": []string{controlplane.ServiceCIDR}}
+	}
 	e.Cluster = cluster.Start(t, cluster.Options{Nodes: o.Nodes, Client: e.CP.Client, StartAgent: func(t testenv.T, n *cluster.Node) {
 		e.Agents[n.Name] = nodeagent.Start(t, n, nodeagent.Options{Bins: e.Bins, ControlPlane: e.CP, Controller: e.Ctrl.Addr,
-			Enabled: []string{"podnet", "tunnel", "netpol"}, Config: map[string]map[string]any{"netpol": npCfg}})
+			Enabled: enabled, Config: cfg})
 	}})
 	for _, ns := range Namespaces {
 		e.createNamespace(ns)

@@ -107,7 +107,7 @@ func (p *Netpol) Describe(_ context.Context, _ sdk.DescribeRequest, resp *sdk.De
 	resp.Name = "netpol"
 	resp.Version = Version
 	resp.Tables = flows.Tables()
-	resp.Fields = []flow.Field{flows.Bypass, flows.Epoch}
+	resp.Fields = []flow.Field{flows.Bypass, flows.Epoch, flows.CTReply, flows.CTRelated, flows.CTNew}
 	resp.Resources = []sdk.Resource{{Kind: sdk.ResourceCTZone, Name: flows.CTZoneResource}}
 	return nil
 }

@@ -18,6 +18,9 @@ import (
 // Table names. They are global on the node, hence the prefix.
 const (
 	CTState          = "netpol.ct_state"
+	// CTFlags keeps what netpol's own conntrack lookup said in netpol's
+	// registers (CTReply, CTRelated, CTNew), see there.
+	CTFlags          = "netpol.ct_flags"
 	EgressNative     = "netpol.egress_native"
 	EgressRules      = "netpol.egress_rules"
 	EgressIsolation  = "netpol.egress_isolation"
@@ -72,6 +75,28 @@ var Bypass = flow.Field{Name: "netpol.bypass", Width: 1}
 // policy change, which revalidation would have spent anyway.
 var Epoch = flow.Field{Name: "netpol.epoch", Width: 16}
 
+// CTReply, CTRelated and CTNew hold what netpol's conntrack lookup said
+// about the packet: a reply of a tracked connection, a related packet, a
+// new connection. The security and commit tables match them rather than
+// ct_state, because ct_state is whatever the last lookup in any zone
+// said: another plugin that tracks connections in its own zone after
+// netpol (the service plugin un-NATs replies, for one) would otherwise
+// make every packet new to netpol, and replies to isolated pods would
+// drop.
+var (
+	CTReply   = flow.Field{Name: "netpol.ct_reply", Width: 1}
+	CTRelated = flow.Field{Name: "netpol.ct_related", Width: 1}
+	CTNew     = flow.Field{Name: "netpol.ct_new", Width: 1}
+)
+
+// serviceConntrack is the first table of the service plugin's conntrack
+// (its un-SNAT of hairpin replies, then the un-DNAT of Service replies).
+// netpol's lookup comes before it, so it sees every packet as the pods
+// sent it: a reply carries the backend's address, as netpol committed
+// the connection (after the service's DNAT). A node without the service
+// plugin simply has no such table.
+const serviceConntrack = "service.unsnat"
+
 // CTZoneResource is the name of netpol's conntrack zone grant.
 const CTZoneResource = "netpol.zone"
 
@@ -83,7 +108,9 @@ func Tables() []sdk.Table {
 		return sdk.Table{Name: name, Pipeline: flow.PipelineIP, Stage: st, Miss: sdk.MissNext, After: after}
 	}
 	return []sdk.Table{
-		t(CTState, flow.StageConntrackState),
+		{Name: CTState, Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState, Miss: sdk.MissNext, Before: []string{serviceConntrack}},
+		{Name: CTFlags, Pipeline: flow.PipelineIP, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{CTState},
+			Before: []string{serviceConntrack}},
 		t(RejectResume, flow.StagePreRouting),
 		// Only ever resubmitted to, never walked into: it sits after the
 		// output table, which every packet leaves the pipeline from.
@@ -863,7 +890,7 @@ func EpochFlows(n Node) []flow.Flow {
 
 func ctStateFlow(v flow.IPVersion, n Node) flow.Flow {
 	return flow.Flow{Table: CTState, Priority: prioStatic, Match: flow.Match{}.IP(v),
-		Actions: []flow.Action{flow.LoadField(Epoch, uint32(n.Epoch)), flow.Conntrack(flow.CT{Zone: n.CTZone, Resume: flow.NextTable()})}}
+		Actions: []flow.Action{flow.LoadField(Epoch, uint32(n.Epoch)), flow.Conntrack(flow.CT{Zone: n.CTZone, Resume: flow.GotoTable(CTFlags)})}}
 }
 
 // staticFlows are the flows that do not depend on the span: conntrack,
@@ -896,7 +923,15 @@ func staticFlows(b *builder, n Node) {
 					flow.LearnMatchFrom(flow.Header(flow.MatchSCTPDst), flow.Header(flow.MatchSCTPSrc)),
 					flow.LearnLoadValue(1, flow.Reg(Bypass)),
 				}})}, Goto: flow.NextTable()})
-		b.add(flow.Flow{Table: CTCommit, Priority: prioStatic, Match: ip.CTState(flow.CTNew|flow.CTTracked, flow.CTNew|flow.CTTracked),
+		// What the lookup said, kept in netpol's registers (see CTReply).
+		reply, rel := flow.CTTracked|flow.CTEstablished|flow.CTReply, flow.CTTracked|flow.CTRelated
+		b.add(flow.Flow{Table: CTFlags, Priority: prioStatic + 30, Match: ip.CTState(reply, reply),
+			Actions: []flow.Action{flow.LoadField(CTReply, 1)}, Goto: flow.NextTable()})
+		b.add(flow.Flow{Table: CTFlags, Priority: prioStatic + 20, Match: ip.CTState(rel, rel|flow.CTInvalid),
+			Actions: []flow.Action{flow.LoadField(CTRelated, 1)}, Goto: flow.NextTable()})
+		b.add(flow.Flow{Table: CTFlags, Priority: prioStatic + 10, Match: ip.CTState(flow.CTNew|flow.CTTracked, flow.CTNew|flow.CTTracked),
+			Actions: []flow.Action{flow.LoadField(CTNew, 1)}, Goto: flow.NextTable()})
+		b.add(flow.Flow{Table: CTCommit, Priority: prioStatic, Match: ip.Field(CTNew, 1),
 			Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: n.CTZone})}, Goto: flow.NextTable()})
 		for _, d := range []Direction{Egress, Ingress} {
 			table := EgressNative
@@ -904,10 +939,8 @@ func staticFlows(b *builder, n Node) {
 				table = IngressNative
 			}
 			b.add(flow.Flow{Table: table, Priority: prioBypass, Match: ip.Field(Bypass, 1), Goto: afterSecurity(d)})
-			reply := flow.CTTracked | flow.CTEstablished | flow.CTReply
-			b.add(flow.Flow{Table: table, Priority: prioConnState, Match: ip.CTState(reply, reply), Goto: afterSecurity(d)})
-			rel := flow.CTTracked | flow.CTRelated
-			b.add(flow.Flow{Table: table, Priority: prioConnState, Match: ip.CTState(rel, rel|flow.CTInvalid), Goto: afterSecurity(d)})
+			b.add(flow.Flow{Table: table, Priority: prioConnState, Match: ip.Field(CTReply, 1), Goto: afterSecurity(d)})
+			b.add(flow.Flow{Table: table, Priority: prioConnState, Match: ip.Field(CTRelated, 1), Goto: afterSecurity(d)})
 		}
 	}
 	for _, a := range n.Trusted {

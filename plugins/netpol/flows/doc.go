@@ -8,7 +8,10 @@
 //
 // The path of an IP packet through netpol's tables (stage order):
 //
-//	ConntrackState   netpol.ct_state          ct(zone=Z) and recirculate (not SCTP)
+//	ConntrackState   netpol.ct_state          ct(zone=Z) and recirculate (not SCTP),
+//	                                          before the service plugin's conntrack
+//	                 netpol.ct_flags          what the lookup said, kept in netpol's
+//	                                          registers: reply, related, new
 //	PreRouting       netpol.reject_resume     where reject replies enter; SCTP looks up
 //	                                          netpol.sctp_replies (learned, see below)
 //	EgressSecurity   netpol.egress_native     replies of tracked connections pass;
