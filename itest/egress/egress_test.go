@@ -88,6 +88,43 @@ func TestEgress(t *testing.T) {
 		e.updateEgress(t, "web", func(eg *crdv1.Egress) { eg.Spec.AppliedTo.PodSelector = selector("app", "web") })
 	})
 
+	t.Run("the bandwidth limit holds", func(t *testing.T) {
+		testenv.LookPath(t, "iperf3", "iperf3")
+		const mbps = 50
+		e.updateEgress(t, "web", func(eg *crdv1.Egress) {
+			eg.Spec.Bandwidth = &crdv1.Bandwidth{Rate: fmt.Sprintf("%dM", mbps), Burst: "10M"}
+		})
+		holder := e.c.Node(e.getEgress(t, "web").Status.EgressNode)
+		err := testenv.Eventually("the meter on "+holder.Name, 20*time.Second, 100*time.Millisecond, func() error {
+			if out := holder.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-meters", "br-int"); !strings.Contains(out, "rate=50000") {
+				return fmt.Errorf("meters: %s", out)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range web {
+			// 4 s after the first (omitted): the burst allowance and slow
+			// start do not count.
+			got := iperf(t, e.extNS, e.extIP.String(), p.NetNS, "-t", "4", "-O", "1") * 1000
+			t.Logf("%s through the Egress limited to %d Mbit/s: %.1f Mbit/s", p.Key(), mbps, got)
+			if got > mbps*1.1 || got < mbps*0.9 {
+				t.Errorf("%s: %.1f Mbit/s, want %d Mbit/s within 10%%", p.Key(), got, mbps)
+			}
+		}
+		e.updateEgress(t, "web", func(eg *crdv1.Egress) { eg.Spec.Bandwidth = nil })
+		err = testenv.Eventually("the meter gone from "+holder.Name, 20*time.Second, 100*time.Millisecond, func() error {
+			if out := holder.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-meters", "br-int"); strings.Contains(out, "rate=50000") {
+				return fmt.Errorf("meters: %s", out)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+
 	t.Run("duplicate IP and exhausted pool get a condition", func(t *testing.T) {
 		// The pool has two addresses: web holds one, second takes the other.
 		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "second"},
