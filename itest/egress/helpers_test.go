@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -337,4 +339,48 @@ func iperf(b testing.TB, srvNS, srvIP, cliNS string, extra ...string) float64 {
 		b.Fatalf("iperf3 JSON: %v", err)
 	}
 	return r.End.SumSent.BitsPerSecond / 1e9
+}
+
+// snatTargets reads, through netlink in node ns, the addresses the
+// egress plugin's nftables table SNATs to; ok is false when the table is
+// absent. (The nft command is not part of the test dependencies.)
+func snatTargets(t testing.TB, ns string) (targets []string, ok bool) {
+	t.Helper()
+	f, err := os.Open(netns.Path(ns))
+	if err != nil {
+		t.Fatalf("opening netns %s: %v", ns, err)
+	}
+	defer f.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatalf("nftables in %s: %v", ns, err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatalf("listing nftables tables in %s: %v", ns, err)
+	}
+	for _, tb := range tables {
+		if tb.Name != "switchyard-egress" {
+			continue
+		}
+		rules, err := c.GetRules(tb, &nftables.Chain{Name: "postrouting", Table: tb})
+		if err != nil {
+			t.Fatalf("rules of %s in %s: %v", tb.Name, ns, err)
+		}
+		for _, r := range rules {
+			var imm net.IP
+			for _, x := range r.Exprs {
+				switch x := x.(type) {
+				case *expr.Immediate:
+					imm = net.IP(x.Data)
+				case *expr.NAT:
+					if x.Type == expr.NATTypeSourceNAT && imm != nil {
+						targets = append(targets, imm.String())
+					}
+				}
+			}
+		}
+		return targets, true
+	}
+	return nil, false
 }
