@@ -79,3 +79,16 @@ func TestParseBits(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseBits: bandwidths come from users; parsing never panics and
+// what it accepts is at least 1 kbit.
+func FuzzParseBits(f *testing.F) {
+	for _, s := range []string{"10M", "1k", "1G", "0", "", "18446744073709551615G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if k, err := ParseBits(s); err == nil && k == 0 {
+			t.Fatalf("ParseBits(%q) = 0 without an error", s)
+		}
+	})
+}
