@@ -30,10 +30,10 @@ package flows
 import (
 	"fmt"
 	"hash/fnv"
-	"strconv"
-	"strings"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
