@@ -110,3 +110,26 @@ func TestAllocate(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseRanges: ipRanges come from users; whatever they write, parsing
+// never panics, and every range it accepts is ordered and of one family.
+func FuzzParseRanges(f *testing.F) {
+	f.Add("198.18.0.64/28", "", "")
+	f.Add("", "10.0.0.1", "10.0.0.9")
+	f.Add("fd00::/120", "", "")
+	f.Add("", "10.0.0.9", "fd00::1")
+	f.Fuzz(func(t *testing.T, cidr, start, end string) {
+		rs, err := ParseRanges([]crdv1.IPRange{{CIDR: cidr, Start: start, End: end}})
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if r.First.BitLen() != r.Last.BitLen() || r.Last.Less(r.First) {
+				t.Fatalf("%q %q %q: bad range %v", cidr, start, end, r)
+			}
+			if r.Size(1<<20) < 1 {
+				t.Fatalf("empty range %v", r)
+			}
+		}
+	})
+}

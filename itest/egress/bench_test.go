@@ -1,11 +1,8 @@
 package egress
 
 import (
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -154,33 +151,4 @@ func BenchmarkSNATThroughput(b *testing.B) {
 		b.ReportMetric(paths[1].gbps/paths[0].gbps, "local/base")
 		b.ReportMetric(paths[2].gbps/paths[0].gbps, "remote/base")
 	}
-}
-
-// iperf runs a one-shot iperf3 server in srvNS and a 3 s client in
-// cliNS, returning the sender's Gbit/s.
-func iperf(b *testing.B, srvNS, srvIP, cliNS string) float64 {
-	b.Helper()
-	// A one-shot server, not a daemon: it dies with the test process.
-	srv := exec.Command("ip", "netns", "exec", srvNS, "iperf3", "-s", "-1", "-B", srvIP)
-	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := srv.Start(); err != nil {
-		b.Fatalf("iperf3 server: %v", err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	time.Sleep(200 * time.Millisecond)
-	out, err := netns.Exec(cliNS, "iperf3", "-c", srvIP, "-t", "3", "-J")
-	if err != nil {
-		b.Fatalf("iperf3 client: %v %s", err, out)
-	}
-	var r struct {
-		End struct {
-			SumSent struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_sent"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		b.Fatalf("iperf3 JSON: %v", err)
-	}
-	return r.End.SumSent.BitsPerSecond / 1e9
 }

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,14 @@ func TestEgress(t *testing.T) {
 		if holders != 1 {
 			t.Errorf("%d nodes hold %s, want 1", holders, eip)
 		}
+		// Witnesses: the holder's SNAT rule (nft) and the marking flows (ovs-ofctl).
+		h := e.c.Node(eg.Status.EgressNode)
+		if targets, ok := snatTargets(t, h.NetNS); !ok || !slices.Contains(targets, eip) {
+			t.Errorf("%s: nftables table switchyard-egress present %v, SNAT targets %v; want rules that SNAT to %s", h.Name, ok, targets, eip)
+		}
+		if out := h.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-flows", "br-int"); !strings.Contains(out, "->pkt_mark") {
+			t.Errorf("%s: no flow sets pkt_mark:\n%s", h.Name, out)
+		}
 	})
 
 	t.Run("a new selector moves the Egress to other pods", func(t *testing.T) {
@@ -86,6 +95,43 @@ func TestEgress(t *testing.T) {
 		}
 		e.expectSeen(t, "Egress web on app=plain", want)
 		e.updateEgress(t, "web", func(eg *crdv1.Egress) { eg.Spec.AppliedTo.PodSelector = selector("app", "web") })
+	})
+
+	t.Run("the bandwidth limit holds", func(t *testing.T) {
+		testenv.LookPath(t, "iperf3", "iperf3")
+		const mbps = 20
+		e.updateEgress(t, "web", func(eg *crdv1.Egress) {
+			eg.Spec.Bandwidth = &crdv1.Bandwidth{Rate: fmt.Sprintf("%dM", mbps), Burst: "4M"}
+		})
+		holder := e.c.Node(e.getEgress(t, "web").Status.EgressNode)
+		err := testenv.Eventually("the meter on "+holder.Name, 20*time.Second, 100*time.Millisecond, func() error {
+			if out := holder.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-meters", "br-int"); !strings.Contains(out, "rate=20000") {
+				return fmt.Errorf("meters: %s", out)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range web {
+			// 4 s after the first (omitted): the burst allowance and slow
+			// start do not count.
+			got := iperf(t, e.extNS, e.extIP.String(), p.NetNS, "-t", "5", "-O", "1") * 1000
+			t.Logf("%s through the Egress limited to %d Mbit/s: %.1f Mbit/s", p.Key(), mbps, got)
+			if got > mbps*1.1 || got < mbps*0.9 {
+				t.Errorf("%s: %.1f Mbit/s, want %d Mbit/s within 10%%", p.Key(), got, mbps)
+			}
+		}
+		e.updateEgress(t, "web", func(eg *crdv1.Egress) { eg.Spec.Bandwidth = nil })
+		err = testenv.Eventually("the meter gone from "+holder.Name, 20*time.Second, 100*time.Millisecond, func() error {
+			if out := holder.OVS.Ofctl(t, "-O", "OpenFlow15", "dump-meters", "br-int"); strings.Contains(out, "rate=20000") {
+				return fmt.Errorf("meters: %s", out)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
 	})
 
 	t.Run("duplicate IP and exhausted pool get a condition", func(t *testing.T) {
@@ -165,6 +211,33 @@ func TestEgress(t *testing.T) {
 			}
 		}
 		e.expectSeen(t, "after failover", want)
+	})
+
+	t.Run("unloading the plugin removes its SNAT table and IPs, and the IP moves", func(t *testing.T) {
+		h := e.c.Node(e.getEgress(t, "web").Status.EgressNode)
+		e.agents[h.Name].Disable(t, "egress")
+		err := testenv.Eventually("egress unloaded on "+h.Name, 20*time.Second, 100*time.Millisecond, func() error {
+			if _, ok := snatTargets(t, h.NetNS); ok {
+				return fmt.Errorf("the SNAT table is still there")
+			}
+			if out, _ := h.Exec("ip", "-4", "-o", "addr", "show"); strings.Contains(out, eip+"/32") {
+				return fmt.Errorf("%s is still on %s: %s", eip, h.Name, out)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = testenv.Eventually("another node holds "+eip, 20*time.Second, 100*time.Millisecond, func() error {
+			if n := e.getEgress(t, "web").Status.EgressNode; n == h.Name || cutNodes[n] {
+				return fmt.Errorf("egressNode %q", n)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		cutNodes[h.Name] = true // its pods no longer take part
 	})
 
 	t.Run("a deleted Egress gives the pods their node IP back", func(t *testing.T) {

@@ -9,11 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	ctrlegress "switchyard.dev/switchyard/controller/egress"
@@ -211,9 +216,15 @@ func (e *env) getEgress(t testenv.T, name string) *crdv1.Egress {
 
 func (e *env) updateEgress(t testing.TB, name string, change func(*crdv1.Egress)) {
 	t.Helper()
-	eg := e.getEgress(t, name)
-	change(eg)
-	if _, err := e.dyn.Resource(crdv1.EgressesResource).Update(context.Background(), toUnstructured(t, eg, "Egress"), metav1.UpdateOptions{}); err != nil {
+	// The controller and the agents write status meanwhile: retry on a
+	// conflict, as kubectl edit would.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		eg := e.getEgress(t, name)
+		change(eg)
+		_, err := e.dyn.Resource(crdv1.EgressesResource).Update(context.Background(), toUnstructured(t, eg, "Egress"), metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("updating Egress %s: %v", name, err)
 	}
 }
@@ -299,4 +310,77 @@ func (e *env) expectSeen(t testing.TB, what string, want map[*cluster.Pod]string
 			t.Errorf("%v", err)
 		}
 	}
+}
+
+// iperf runs a one-shot iperf3 server in srvNS and a 3 s client in
+// cliNS, returning the sender's Gbit/s; extra are more client args.
+func iperf(b testing.TB, srvNS, srvIP, cliNS string, extra ...string) float64 {
+	b.Helper()
+	// A one-shot server, not a daemon: it dies with the test process.
+	srv := exec.Command("ip", "netns", "exec", srvNS, "iperf3", "-s", "-1", "-B", srvIP)
+	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := srv.Start(); err != nil {
+		b.Fatalf("iperf3 server: %v", err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	out, err := netns.Exec(cliNS, append([]string{"iperf3", "-c", srvIP, "-t", "3", "-J"}, extra...)...)
+	if err != nil {
+		b.Fatalf("iperf3 client: %v %s", err, out)
+	}
+	var r struct {
+		End struct {
+			SumSent struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		b.Fatalf("iperf3 JSON: %v", err)
+	}
+	return r.End.SumSent.BitsPerSecond / 1e9
+}
+
+// snatTargets reads, through netlink in node ns, the addresses the
+// egress plugin's nftables table SNATs to; ok is false when the table is
+// absent. (The nft command is not part of the test dependencies.)
+func snatTargets(t testing.TB, ns string) (targets []string, ok bool) {
+	t.Helper()
+	f, err := os.Open(netns.Path(ns))
+	if err != nil {
+		t.Fatalf("opening netns %s: %v", ns, err)
+	}
+	defer f.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatalf("nftables in %s: %v", ns, err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatalf("listing nftables tables in %s: %v", ns, err)
+	}
+	for _, tb := range tables {
+		if tb.Name != "switchyard-egress" {
+			continue
+		}
+		rules, err := c.GetRules(tb, &nftables.Chain{Name: "postrouting", Table: tb})
+		if err != nil {
+			t.Fatalf("rules of %s in %s: %v", tb.Name, ns, err)
+		}
+		for _, r := range rules {
+			var imm net.IP
+			for _, x := range r.Exprs {
+				switch x := x.(type) {
+				case *expr.Immediate:
+					imm = net.IP(x.Data)
+				case *expr.NAT:
+					if x.Type == expr.NATTypeSourceNAT && imm != nil {
+						targets = append(targets, imm.String())
+					}
+				}
+			}
+		}
+		return targets, true
+	}
+	return nil, false
 }

@@ -46,10 +46,20 @@
 //     sdk.pkt_source=3 on arrival), so netpol treats it as any traffic
 //     from a peer: the source node applied egress policy.
 //   - egress.mark sits after podnet.l3_forward and tunnel.l3_forward in
-//     Routing; netpol's tables in EgressSecurity run before it.
+//     Routing; netpol's tables in EgressSecurity run before it, so a pod's
+//     Egress traffic meets the pod's egress policy on its own node. On
+//     the holder, tunnelled Egress traffic leaves for the gateway (not a
+//     pod port): netpol's ingress tables should let traffic whose
+//     destination is the gateway pass, as they do for tunnel's.
 //
-// Not done yet: IPv6 Egress IPs (the plan skips them), bandwidth through
-// OVS meters, subnetInfo (VLAN or a prefix other than /32 on the device).
+// Bandwidth: an Egress with spec.bandwidth gets one OVS meter (a drop
+// band at the rate, with the burst) on the holder, applied in the marking
+// flows of all its pods, local and tunnelled, so the limit is for the
+// Egress as a whole.
+//
+// Not done yet: IPv6 Egress IPs (the plan skips them), subnetInfo (VLAN
+// or a prefix other than /32 on the device), more than 255 Egress IPs
+// held by one node (the mark is 8 bits).
 //
 // Config (all optional): device (sy-egress0), gateway (sy-gw0),
 // serviceCIDRs, exceptCIDRs, memberlistPort (7946).

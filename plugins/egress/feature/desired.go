@@ -42,7 +42,12 @@ type EgressView struct {
 	Pool    string
 	// Pods and Namespaces select the pods (nil: everything).
 	Pods, Namespaces labels.Selector
+	// Bandwidth limits the Egress (zero: no limit).
+	Bandwidth Bandwidth
 }
+
+// Bandwidth is a rate in kbit/s and a burst in kbit.
+type Bandwidth struct{ RateKbps, BurstKbit uint32 }
 
 // PodView is a pod with an address.
 type PodView struct {
@@ -67,6 +72,8 @@ type Plan struct {
 	// Held are the Egress IPs this node holds, with their selected pods'
 	// IPv4 addresses.
 	Held map[netip.Addr][]netip.Addr
+	// Bandwidth of the held IPs that have a limit.
+	Bandwidth map[netip.Addr]Bandwidth
 	// Pods are the flows' inputs, MarkID left to the caller (0).
 	Pods []flows.Pod
 }
@@ -82,7 +89,7 @@ func Desired(s Snapshot, rings func(nodes []string) *placement.Ring) Plan {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	plan := Plan{Held: map[netip.Addr][]netip.Addr{}}
+	plan := Plan{Held: map[netip.Addr][]netip.Addr{}, Bandwidth: map[netip.Addr]Bandwidth{}}
 	claimed := map[string]bool{}
 	for _, e := range egs {
 		var eligible []string
@@ -104,6 +111,9 @@ func Desired(s Snapshot, rings func(nodes []string) *placement.Ring) Plan {
 		pl := Placement{Egress: e.Name, IP: e.IP, Holder: holder}
 		if holder == s.Self {
 			plan.Held[e.IP] = nil
+			if e.Bandwidth.RateKbps > 0 {
+				plan.Bandwidth[e.IP] = e.Bandwidth
+			}
 		}
 		for _, p := range s.Pods {
 			key := p.Namespace + "/" + p.Name

@@ -71,6 +71,7 @@ type Egress struct {
 
 	// Owned by the loop goroutine.
 	installed map[flow.Key]flow.Flow
+	meters    map[uint32]flow.Meter
 	marks     map[netip.Addr]uint32
 	lastNFT   string
 	dev       hostnet.Holder
@@ -180,7 +181,7 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 		inf.AddEventHandler(h)
 	}
 	e.installed, e.marks, e.ringCache, e.reported = map[flow.Key]flow.Flow{}, map[netip.Addr]uint32{}, map[string]*placement.Ring{}, map[string]string{}
-	e.announced = map[netip.Addr]bool{}
+	e.announced, e.meters = map[netip.Addr]bool{}, map[uint32]flow.Meter{}
 	e.factory.Start(e.stop)
 	e.dfactory.Start(e.stop)
 	e.log.Info("egress starting", "node", e.self, "node_ip", nodeIP, "memberlist_port", cfg.MemberlistPort, "device", cfg.Device,
@@ -398,6 +399,15 @@ func (e *Egress) snapshot() (Snapshot, error) {
 				continue
 			}
 		}
+		if bw := eg.Spec.Bandwidth; bw != nil {
+			r, rerr := flows.ParseBits(bw.Rate)
+			b, berr := flows.ParseBits(bw.Burst)
+			if err := errors.Join(rerr, berr); err != nil {
+				e.log.Warn("Egress has an invalid bandwidth; it is not limited", "egress", eg.Name, "error", err)
+			} else {
+				v.Bandwidth = Bandwidth{RateKbps: r, BurstKbit: b}
+			}
+		}
 		if v.Pods == nil && v.Namespaces == nil {
 			continue // appliedTo with neither selector selects nothing
 		}
@@ -477,22 +487,31 @@ func (e *Egress) sync(ctx context.Context) error {
 		}
 	}
 	byPod := map[netip.Addr]uint32{}
+	meterOf := map[netip.Addr]uint32{}
+	meters := map[uint32]flow.Meter{}
 	for eip, srcs := range plan.Held {
+		bw, limited := plan.Bandwidth[eip]
+		if limited && e.marks[eip] != 0 {
+			meters[e.marks[eip]] = flows.Meter(e.marks[eip], bw.RateKbps, bw.BurstKbit)
+		}
 		for _, src := range srcs {
 			byPod[src] = e.marks[eip]
+			if limited {
+				meterOf[src] = e.marks[eip]
+			}
 		}
 	}
 	want := flows.KeepFlows(s.Keep)
 	for _, p := range plan.Pods {
 		if !p.Holder.IsValid() {
-			p.MarkID = byPod[p.IP]
+			p.MarkID, p.Meter = byPod[p.IP], meterOf[p.IP]
 			if p.MarkID == 0 {
 				continue // more than 255 IPs held here: left unmarked
 			}
 		}
 		want = append(want, flows.PodFlows(e.local, p)...)
 	}
-	if err := e.applyFlows(ctx, want); err != nil {
+	if err := e.applyFlows(ctx, want, meters); err != nil {
 		return err
 	}
 	// SNAT before the address: no packet leaves with the wrong source.
@@ -514,9 +533,19 @@ func (e *Egress) sync(ctx context.Context) error {
 }
 
 // applyFlows installs the difference between the installed and the wanted
-// flows in one batch.
-func (e *Egress) applyFlows(ctx context.Context, want []flow.Flow) error {
+// meters and flows in one batch: new meters before the flows that use
+// them, old meters after the flows that used them.
+func (e *Egress) applyFlows(ctx context.Context, want []flow.Flow, meters map[uint32]flow.Meter) error {
 	b := flow.NewBatch()
+	for id, m := range meters {
+		old, ok := e.meters[id]
+		switch {
+		case !ok:
+			b.AddMeter(m)
+		case old.String() != m.String():
+			b.ModifyMeter(m)
+		}
+	}
 	next := map[flow.Key]flow.Flow{}
 	for _, f := range want {
 		next[f.Key()] = f
@@ -533,13 +562,18 @@ func (e *Egress) applyFlows(ctx context.Context, want []flow.Flow) error {
 			b.DeleteFlows(f)
 		}
 	}
+	for id := range e.meters {
+		if _, ok := meters[id]; !ok {
+			b.DeleteMeter(id)
+		}
+	}
 	if b.Len() == 0 {
 		return nil
 	}
 	if err := e.host.Apply(ctx, b); err != nil {
 		return fmt.Errorf("egress flows: %w", err)
 	}
-	e.installed = next
+	e.installed, e.meters = next, meters
 	e.log.Debug("egress flows applied", "changes", b.Len(), "flows", len(next))
 	return nil
 }

@@ -28,9 +28,12 @@
 package flows
 
 import (
+	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -87,6 +90,9 @@ type Pod struct {
 	Holder netip.Addr
 	// MarkID is the IP's mark on this node (1..255) when this node holds it.
 	MarkID uint32
+	// Meter is the Egress's bandwidth meter (a local meter ID) when this
+	// node holds the IP and the Egress has a bandwidth; 0 for none.
+	Meter uint32
 }
 
 // Tag is the cookie tag of a pod's flows.
@@ -131,7 +137,42 @@ func PodFlows(l Local, p Pod) []flow.Flow {
 	if p.Holder.IsValid() {
 		acts = []flow.Action{flow.SetEthSrc(l.GatewayMAC), flow.SetEthDst(RemoteMAC), flow.SetTunDst(p.Holder), flow.DecTTL()}
 	} else {
-		acts = []flow.Action{flow.SetPktMark(p.MarkID<<l.Mark.Offset, uint32(l.Mark.Mask()))}
+		if p.Meter != 0 {
+			// On the holder, so every pod of the Egress, local or
+			// tunnelled, shares the one meter.
+			acts = append(acts, flow.ApplyMeter(p.Meter))
+		}
+		acts = append(acts, flow.SetPktMark(p.MarkID<<l.Mark.Offset, uint32(l.Mark.Mask())))
 	}
 	return []flow.Flow{{Table: Mark, Priority: prioPod, Match: m, Actions: acts, Goto: flow.NextTable(), Tag: Tag(p.Key)}}
+}
+
+// Meter is the bandwidth meter of an Egress held here: a drop band at
+// rate kbit/s with a burst of burst kbit.
+func Meter(id uint32, rateKbps, burstKbit uint32) flow.Meter {
+	return flow.Meter{ID: id, Unit: flow.MeterKbps, Bands: []flow.MeterBand{{Rate: rateKbps, Burst: burstKbit}}}
+}
+
+// ParseBits reads a bandwidth quantity in bits ("10M", "500k", "1G", or
+// plain bits) and returns it in kilobits, at least 1.
+func ParseBits(s string) (uint32, error) {
+	mult := uint64(1)
+	t := strings.TrimSpace(s)
+	switch {
+	case strings.HasSuffix(t, "k"), strings.HasSuffix(t, "K"):
+		mult, t = 1e3, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1e6, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1e9, t[:len(t)-1]
+	}
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not a bandwidth; write a positive number of bits with an optional k, M or G suffix, such as 10M", s)
+	}
+	k := n * mult / 1000
+	if k > 1<<32-1 {
+		return 0, fmt.Errorf("%q is more than a meter holds (4 Tbit)", s)
+	}
+	return uint32(max(k, 1)), nil
 }

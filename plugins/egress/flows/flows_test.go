@@ -38,6 +38,8 @@ func TestPodFlows(t *testing.T) {
 			[]string{"table=egress.mark, priority=200, ip,reg:sdk.pkt_source=0x1,nw_src=10.244.1.5 actions=set_field:0x300/0xff00->pkt_mark,goto_table:@next"}},
 		{"remote pod, IP held here: marked as it leaves the tunnel", Pod{Key: "ns/b", IP: ip("10.244.2.5"), MarkID: 1},
 			[]string{"table=egress.mark, priority=200, ip,reg:sdk.pkt_source=0x3,nw_src=10.244.2.5 actions=set_field:0x100/0xff00->pkt_mark,goto_table:@next"}},
+		{"remote pod, IP held here, with bandwidth: metered", Pod{Key: "ns/b", IP: ip("10.244.2.5"), MarkID: 1, Meter: 1},
+			[]string{"table=egress.mark, priority=200, ip,reg:sdk.pkt_source=0x3,nw_src=10.244.2.5 actions=meter:1,set_field:0x100/0xff00->pkt_mark,goto_table:@next"}},
 		{"remote pod, IP held elsewhere: nothing", Pod{Key: "ns/b", IP: ip("10.244.2.5"), Holder: ip("198.18.0.3")}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,4 +65,30 @@ func TestKeepFlows(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
+}
+
+func TestParseBits(t *testing.T) {
+	for in, want := range map[string]uint32{"10M": 10000, "500k": 500, "1G": 1000000, "1500": 1, "2000": 2} {
+		if got, err := ParseBits(in); err != nil || got != want {
+			t.Errorf("ParseBits(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "ten", "-1M", "0", "10T"} {
+		if _, err := ParseBits(in); err == nil {
+			t.Errorf("ParseBits(%q) took it", in)
+		}
+	}
+}
+
+// FuzzParseBits: bandwidths come from users; parsing never panics and
+// what it accepts is at least 1 kbit.
+func FuzzParseBits(f *testing.F) {
+	for _, s := range []string{"10M", "1k", "1G", "0", "", "18446744073709551615G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if k, err := ParseBits(s); err == nil && k == 0 {
+			t.Fatalf("ParseBits(%q) = 0 without an error", s)
+		}
+	})
 }
