@@ -15,6 +15,8 @@
 //   - nodeagent: the real switchyard-agent on a harness node.
 //   - kit: the test kit for plugin authors (one node, their plugins, pods,
 //     probes, flows), importable from a plugin's own module.
+//   - netpolmodel: the Kubernetes e2e NetworkPolicy model (x, y, z × a, b, c)
+//     with the controller, podnet, tunnel and netpol, truth tables and probes.
 //
 // Every resource a harness creates is named with the run prefix (see
 // testenv.Prefix) so that `make clean-itest` can find leftovers of a crashed run.

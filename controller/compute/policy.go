@@ -139,6 +139,18 @@ func (e *Engine) planKubernetes(np *networkingv1.NetworkPolicy) (*plan, error) {
 				return fmt.Errorf("%s rule %d: %w", dir, i, err)
 			}
 			pr.rule.Ports = ports
+			if dir == Egress && pr.rule.AnyPeer && hasNamedPort(ports) {
+				// A named port of an egress rule is resolved against the
+				// destination pods, and "to anywhere" does not say which:
+				// the node gets every pod as an address group to resolve
+				// it against (the rule still matches any destination on
+				// its numbered ports).
+				gs, err := e.clusterGroupSpec(&metav1.LabelSelector{}, nil)
+				if err != nil {
+					return fmt.Errorf("%s rule %d: %w", dir, i, err)
+				}
+				pr.peers = append(pr.peers, gs)
+			}
 			pl.rules = append(pl.rules, pr)
 		}
 		return nil
@@ -164,6 +176,15 @@ func (e *Engine) planKubernetes(np *networkingv1.NetworkPolicy) (*plan, error) {
 		}
 	}
 	return pl, nil
+}
+
+func hasNamedPort(ps []Port) bool {
+	for _, p := range ps {
+		if p.Name != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func convertK8sPorts(ps []networkingv1.NetworkPolicyPort) ([]Port, error) {

@@ -23,14 +23,22 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 	if err != nil {
 		return nil, nil, err
 	}
-	if cfg.Bridge.DatapathType == config.DatapathNetdev && (cfg.Bridge.UserspaceTSO == "auto" || cfg.Bridge.UserspaceTSO == "") {
+	if cfg.Bridge.DatapathType == config.DatapathNetdev {
 		v, err := db.OVSVersion(ctx)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
 		}
-		cfg.Bridge.UserspaceTSO = strconv.FormatBool(TunnelsOffloads(v))
-		log.Info("userspace TSO decided by the Open vSwitch version", "ovs_version", v, "userspace_tso", cfg.Bridge.UserspaceTSO)
+		if cfg.Bridge.UserspaceTSO == "auto" || cfg.Bridge.UserspaceTSO == "" {
+			cfg.Bridge.UserspaceTSO = strconv.FormatBool(TunnelsOffloads(v))
+			log.Info("userspace TSO decided by the Open vSwitch version", "ovs_version", v, "userspace_tso", cfg.Bridge.UserspaceTSO)
+		}
+		if !RevalidatesOverlapsRight(v) {
+			log.Warn("this ovs-vswitchd's userspace datapath may keep a cached flow's old actions after a flow table change "+
+				"when cached flows overlap (fixed in Open vSwitch 2.17.10, 3.0.5, 3.1.3 and 3.2); plugins whose verdicts change "+
+				"must make the old cache unreachable (netpol does, with its epoch); upgrade Open vSwitch to be safe",
+				"ovs_version", v)
+		}
 	}
 	if UserspaceTSO(cfg) {
 		if err := db.EnableUserspaceTSO(ctx); err != nil {
@@ -76,16 +84,49 @@ func UserspaceTSO(cfg *config.Config) bool {
 // from 3.3 on it does; 3.1 drops them ("Tunneling packets with HW offload
 // flags is not supported"), so there userspace TSO would break an overlay.
 func TunnelsOffloads(v string) bool {
+	major, minor, _, ok := ovsVersion(v)
+	return ok && (major > 3 || major == 3 && minor >= 3)
+}
+
+// RevalidatesOverlapsRight reports whether the userspace datapath of an
+// ovs-vswitchd of version v updates the right cached flow when
+// revalidation changes its actions while another cached flow overlaps it.
+// Before upstream's fix ("dpif-netdev: Fix dpif_netdev_flow_put", in
+// 2.17.10, 3.0.5, 3.1.3 and 3.2.0) it looked the flow up by packet, could
+// update the overlapping one instead, and left the right one with its old
+// actions for as long as packets kept hitting it.
+func RevalidatesOverlapsRight(v string) bool {
+	major, minor, patch, ok := ovsVersion(v)
+	if !ok {
+		return false
+	}
+	fixedIn := map[[2]int]int{{2, 17}: 10, {3, 0}: 5, {3, 1}: 3}
+	if p, listed := fixedIn[[2]int{major, minor}]; listed {
+		return patch >= p
+	}
+	return major > 3 || major == 3 && minor >= 2
+}
+
+// ovsVersion parses "major.minor[.patch]" as OVSDB reports it ("3.1.0").
+func ovsVersion(v string) (major, minor, patch int, ok bool) {
 	parts := strings.SplitN(v, ".", 3)
 	if len(parts) < 2 {
-		return false
+		return 0, 0, 0, false
 	}
 	major, err1 := strconv.Atoi(parts[0])
 	minor, err2 := strconv.Atoi(parts[1])
 	if err1 != nil || err2 != nil {
-		return false
+		return 0, 0, 0, false
 	}
-	return major > 3 || major == 3 && minor >= 3
+	if len(parts) == 3 {
+		// Distribution suffixes ("3.1.0-2") end the number.
+		end := strings.IndexFunc(parts[2], func(r rune) bool { return r < '0' || r > '9' })
+		if end < 0 {
+			end = len(parts[2])
+		}
+		patch, _ = strconv.Atoi(parts[2][:end])
+	}
+	return major, minor, patch, true
 }
 
 // RemoveOwner removes an owner (a plugin that is no longer enabled, or a

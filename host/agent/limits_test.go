@@ -42,3 +42,15 @@ func TestTunnelsOffloads(t *testing.T) {
 		}
 	}
 }
+
+func TestRevalidatesOverlapsRight(t *testing.T) {
+	for v, want := range map[string]bool{
+		"3.1.0": false, "3.1.2": false, "3.1.3": true, "3.1.0-2+deb12u1": false, "3.1.5-1": true,
+		"2.17.9": false, "2.17.10": true, "3.0.4": false, "3.0.5": true, "3.2.0": true, "3.5.0": true, "4.0": true,
+		"2.16.3": false, "": false, "x.y": false,
+	} {
+		if got := RevalidatesOverlapsRight(v); got != want {
+			t.Errorf("RevalidatesOverlapsRight(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

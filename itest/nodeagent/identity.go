@@ -37,6 +37,10 @@ const agentNamespace = "kube-system"
 // namespace (forwarded to the root namespace's loopback).
 const inNodeAPIServer = "127.0.0.1:6443"
 
+// inNodeController is where switchyard-controller is reachable inside a
+// node's namespace.
+const inNodeController = "127.0.0.1:10349"
+
 // identity is what an agent pod holds: a kubeconfig naming the apiserver
 // as seen from the node, and its pod-bound ServiceAccount token.
 type identity struct {
@@ -130,7 +134,7 @@ func makeIdentity(t testenv.T, cp *controlplane.ControlPlane, n *cluster.Node, d
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	forwarded(t, n, u.Host)
+	forwarded(t, n, inNodeAPIServer, u.Host)
 	ca, err := os.ReadFile(cp.CAFile)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -139,16 +143,17 @@ func makeIdentity(t testenv.T, cp *controlplane.ControlPlane, n *cluster.Node, d
 	return id
 }
 
-// forwarded makes the apiserver reachable in the node once per node.
-func forwarded(t testenv.T, n *cluster.Node, target string) {
+// forwarded makes target (the apiserver, the controller) reachable in the
+// node at listen, once per node.
+func forwarded(t testenv.T, n *cluster.Node, listen, target string) {
 	t.Helper()
-	key := n.NetNS + "|" + target
+	key := n.NetNS + "|" + listen + "|" + target
 	fwdMu.Lock()
 	defer fwdMu.Unlock()
 	if fwd[key] {
 		return
 	}
-	cluster.Forward(t, n.NetNS, inNodeAPIServer, target)
+	cluster.Forward(t, n.NetNS, listen, target)
 	fwd[key] = true
 	t.Cleanup(func() {
 		fwdMu.Lock()

@@ -75,6 +75,11 @@ type Options struct {
 	// NoWait returns as soon as the agent runs, without waiting for it to
 	// serve CNI (for agents that are not meant to get ready).
 	NoWait bool
+	// Controller, if set, is switchyard-controller's distribution API as
+	// the test process reaches it (host:port); it is forwarded into the
+	// node and named in the agent config (controller.address), so plugins
+	// (netpol) get it in their Start request.
+	Controller string
 }
 
 // Plugin is an extra plugin to enable.
@@ -158,6 +163,10 @@ func Start(t testenv.T, n *cluster.Node, o Options) *Agent {
 			}
 		}
 		fmt.Fprintf(&b, "node:\n  mtu: 1450\n  podCIDRs: [%s]\n  nodeIPs: [%s]\n", strings.Join(cidrs, ", "), n.UnderlayIP)
+	}
+	if o.Controller != "" {
+		forwarded(t, n, inNodeController, o.Controller)
+		fmt.Fprintf(&b, "controller:\n  address: %s\n", inNodeController)
 	}
 	if o.HealthPort != 0 {
 		fmt.Fprintf(&b, "health:\n  port: %d\n", o.HealthPort)

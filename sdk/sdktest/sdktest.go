@@ -47,7 +47,9 @@ type Plugin struct {
 }
 
 // Start describes and starts f, failing t on error. Tables get IDs in
-// declaration order from 1, fields consecutive bits from reg4 up.
+// declaration order from 1, fields consecutive bits from reg4 up, ct zones
+// numbers from 1 and ct_mark and metadata bits consecutive bits from 0,
+// in the order the resources are declared.
 func Start(t testing.TB, f sdk.Feature, o Options) *Plugin {
 	t.Helper()
 	fp := testhook.FeaturePlugin(f, slog.Default())
@@ -89,6 +91,19 @@ func assign(d *sdk.DescribeResponse) sdk.Assignment {
 		}
 		a.Fields[f.Name] = flow.Bits{Reg: reg, Offset: off, Width: f.Width}
 		off += f.Width
+	}
+	a.Grants = map[string]sdk.Grant{}
+	zone, bits := uint32(1), map[sdk.ResourceKind]uint8{}
+	for _, r := range d.Resources {
+		g := sdk.Grant{Kind: r.Kind, Owner: d.Name, Width: r.Width}
+		if r.Kind == sdk.ResourceCTZone {
+			g.Value, g.Width = zone, 0
+			zone++
+		} else {
+			g.Offset = bits[r.Kind]
+			bits[r.Kind] += r.Width
+		}
+		a.Grants[r.Name] = g
 	}
 	return a
 }

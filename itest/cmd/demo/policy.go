@@ -27,6 +27,7 @@ import (
 	"switchyard.dev/switchyard/controller/client"
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/controlplane"
+	"switchyard.dev/switchyard/itest/probe"
 	"switchyard.dev/switchyard/itest/testenv"
 	"switchyard.dev/switchyard/manifests"
 )
@@ -225,17 +226,40 @@ func demoPolicies() []*networkingv1.NetworkPolicy {
 	}
 }
 
-// showPolicySpans runs the controller, creates the demo policies and prints
-// what each node is streamed: only the policies whose applied-to pods it
-// hosts, and only its own pods as their targets.
-func showPolicySpans(t testenv.T, cp *controlplane.ControlPlane, c *cluster.Cluster) {
-	addr := startController(t, cp)
+// netpolConfig is netpol's section on every demo node: the controller
+// runs in this process on loopback, without TLS.
+func netpolConfig() map[string]map[string]any {
+	return map[string]map[string]any{"netpol": {"plaintext": true}}
+}
+
+// showPolicies creates the demo policies, prints what the controller
+// streams each node (only the policies whose applied-to pods it hosts, only
+// its own pods as their targets), and the pod connectivity on TCP 8080
+// before and after netpol enforces them. It reports whether connectivity
+// became what the policies say.
+func showPolicies(t testenv.T, cp *controlplane.ControlPlane, c *cluster.Cluster, addr string, pods []*cluster.Pod) bool {
+	var podEps, srcEps []probe.Endpoint
+	nodeOf := map[string]string{}
+	app := map[string]string{}
+	for _, p := range pods {
+		ep := probe.Endpoint{Name: p.Name, NetNS: p.NetNS, IP: p.IP()}
+		podEps, srcEps = append(podEps, ep), append(srcEps, ep)
+		nodeOf[p.Name], app[p.Name] = p.Node.Name, strings.SplitN(p.Name, "-", 2)[0]
+	}
+	for _, n := range c.Nodes {
+		srcEps = append(srcEps, probe.Endpoint{Name: n.Name, NetNS: n.NetNS, IP: n.UnderlayIP})
+		nodeOf[n.Name] = n.Name
+	}
+	opts := probe.MatrixOptions{SkipSelf: true, Timeout: time.Second}
+	before := probe.Run(srcEps, podEps, probe.TCP, 8080, opts)
+	fmt.Printf("\npod connectivity on TCP 8080 BEFORE any NetworkPolicy (rows: from, columns: to):\n%s\n", before)
+
 	for _, np := range demoPolicies() {
 		if _, err := cp.Client.NetworkingV1().NetworkPolicies(np.Namespace).Create(context.Background(), np, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating NetworkPolicy %s/%s: %v", np.Namespace, np.Name, err)
 		}
 	}
-	fmt.Printf("\nNetworkPolicies: demo/a-from-b (app=a, ingress from app=b on TCP 8080), demo/isolate-a-1 (a-1 only)\n")
+	fmt.Printf("NetworkPolicies: demo/a-from-b (app=a, ingress from app=b on TCP 8080), demo/isolate-a-1 (a-1 only)\n")
 	fmt.Printf("what switchyard-controller streams to each node (its span):\n")
 	fmt.Printf("%-8s %-34s %-14s %s\n", "NODE", "POLICIES", "APPLIED TO", "PEERS")
 	for _, n := range c.Nodes {
@@ -261,4 +285,31 @@ func showPolicySpans(t testenv.T, cp *controlplane.ControlPlane, c *cluster.Clus
 		}
 		fmt.Printf("%-8s %-34s %-14s %s\n", n.Name, strings.Join(v.policies, ","), strings.Join(v.appliedTo, ","), strings.Join(v.peers, ","))
 	}
+
+	// The a pods take TCP 8080 only from b pods, and from their own node
+	// (kubelet's probes); the b pods stay open.
+	expect := probe.Expect(srcEps, podEps, true, true)
+	for f := range expect {
+		for d := range expect[f] {
+			if app[d] == "a" {
+				expect[f][d] = app[f] == "b" || f == nodeOf[d]
+			}
+		}
+	}
+	start := time.Now()
+	var after *probe.Matrix
+	err := testenv.Eventually("netpol to enforce the demo policies on every node", 30*time.Second, 100*time.Millisecond, func() error {
+		after = probe.Run(srcEps, podEps, probe.TCP, 8080, opts)
+		if d := after.Diff(expect); d != "" {
+			return fmt.Errorf("%s", d)
+		}
+		return nil
+	})
+	fmt.Printf("\npod connectivity on TCP 8080 AFTER, enforced by netpol in OVS (%s after the create):\n%s\n", time.Since(start).Round(10*time.Millisecond), after)
+	if err != nil {
+		fmt.Printf("UNEXPECTED (got!want):\n%s\n", after.Diff(expect))
+		return false
+	}
+	fmt.Println("a-* pods now take TCP 8080 only from b-* pods and from their own node; egress is enforced at the source node, ingress at the destination.")
+	return true
 }
