@@ -29,8 +29,11 @@ import (
 
 const (
 	traceCookiePrefix uint16 = 0xfffe
-	// traceWait bounds how long the agent waits for the injected packet.
-	traceWait = 2 * time.Second
+	// traceWait bounds how long the agent waits for the injected packet;
+	// traceFirstWait the wait before it sends it again (traceAttempts).
+	traceWait      = 2 * time.Second
+	traceFirstWait = 500 * time.Millisecond
+	traceAttempts  = 2
 	// interceptorTimeout is the interceptors' hard timeout (seconds).
 	interceptorTimeout = 10
 )
@@ -38,6 +41,8 @@ const (
 // DatapathCheck is what the injected packet showed.
 type DatapathCheck struct {
 	Injected bool `json:"injected"`
+	// Attempts is how many times the packet was sent (see inject).
+	Attempts int `json:"attempts,omitempty"`
 	// Confirmed: the packet came back from every flow where the computed
 	// trace ends, and from nowhere else.
 	Confirmed bool `json:"confirmed"`
@@ -174,28 +179,39 @@ func (a *Agent) inject(ctx context.Context, res *traceflow.Result, pkt *traceflo
 		}
 	}
 	acts = append(acts, openflow.Output{Port: openflow.PortTable})
-	if err := a.sw.Send(ctx, &openflow.PacketOut{InPort: uint32(pkt.Uint(openflow.FieldInPort)), Actions: acts, Data: frame}); err != nil {
-		dc.Message = "not injected: packet-out: " + err.Error()
-		return dc
-	}
-	dc.Injected = true
 	name := map[uint8]string{}
 	for _, h := range hops {
 		name[h.TableID] = h.Table
 	}
+	// A packet-out that recirculates (ct(table=N)) and meets a flow the
+	// datapath has not cached yet is sometimes lost by ovs-vswitchd 3.1's
+	// userspace datapath: the first of a new 5-tuple through netpol's
+	// conntrack does not come back, the same packet sent again does. So a
+	// packet that has not come back in traceFirstWait is sent once more.
 	reached := map[uint8]bool{}
-	timer := time.NewTimer(traceWait)
-	defer timer.Stop()
-wait:
-	for len(reached) < len(terms) {
-		select {
-		case pi := <-ch:
-			reached[pi.Table] = true
-		case <-timer.C:
-			break wait
-		case <-ctx.Done():
-			break wait
+	for attempt := 1; attempt <= traceAttempts && len(reached) == 0; attempt++ {
+		if err := a.sw.Send(ctx, &openflow.PacketOut{InPort: uint32(pkt.Uint(openflow.FieldInPort)), Actions: acts, Data: frame}); err != nil {
+			dc.Message = "not injected: packet-out: " + err.Error()
+			return dc
 		}
+		dc.Injected, dc.Attempts = true, attempt
+		wait := traceWait
+		if attempt < traceAttempts {
+			wait = traceFirstWait
+		}
+		timer := time.NewTimer(wait)
+	wait:
+		for len(reached) < len(terms) {
+			select {
+			case pi := <-ch:
+				reached[pi.Table] = true
+			case <-timer.C:
+				break wait
+			case <-ctx.Done():
+				break wait
+			}
+		}
+		timer.Stop()
 	}
 	want := map[uint8]bool{}
 	for _, t := range terms {

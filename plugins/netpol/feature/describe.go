@@ -23,6 +23,9 @@ func (p *Netpol) DescribeFlow(_ context.Context, req sdk.DescribeFlowRequest, re
 		resp.Description = fmt.Sprintf("policy %s, %s rule %s: %s", r.Policy, r.Direction, name, r.Action)
 		return nil
 	}
+	if req.Priority == 0 {
+		return nil // a table's pass-through (miss) flow
+	}
 	switch req.Table {
 	case flows.IngressIsolation:
 		resp.Description = "the destination pod is isolated for ingress by a policy, and no rule allowed this traffic"
