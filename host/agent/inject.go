@@ -11,12 +11,13 @@ import (
 	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/host/pipeline"
 	"switchyard.dev/switchyard/host/traceflow"
+	"switchyard.dev/switchyard/sdk"
 )
 
 // Datapath confirmation of a trace. The trace itself is computed from the
 // switch's flows (trace.go); with TraceRequest.Inject the agent then sends
-// a real packet, marked with the host's pkt_mark bit (pipeline.TracePktMark,
-// never granted to a plugin), into table 0 as if it came from the source
+// a real packet, marked with a pkt_mark bit no plugin holds (traceMark;
+// none can be granted it meanwhile), into table 0 as if it came from the source
 // pod's port. Just above each flow where the computed trace ends (the
 // output, the drop, the send-to-controller) the host installs for the
 // moment a copy matching the mark that sends the packet to the agent
@@ -29,8 +30,11 @@ import (
 
 const (
 	traceCookiePrefix uint16 = 0xfffe
-	// traceWait bounds how long the agent waits for the injected packet.
-	traceWait = 2 * time.Second
+	// traceWait bounds how long the agent waits for the injected packet;
+	// traceFirstWait the wait before it sends it again (traceAttempts).
+	traceWait      = 2 * time.Second
+	traceFirstWait = 500 * time.Millisecond
+	traceAttempts  = 2
 	// interceptorTimeout is the interceptors' hard timeout (seconds).
 	interceptorTimeout = 10
 )
@@ -38,6 +42,8 @@ const (
 // DatapathCheck is what the injected packet showed.
 type DatapathCheck struct {
 	Injected bool `json:"injected"`
+	// Attempts is how many times the packet was sent (see inject).
+	Attempts int `json:"attempts,omitempty"`
 	// Confirmed: the packet came back from every flow where the computed
 	// trace ends, and from nowhere else.
 	Confirmed bool `json:"confirmed"`
@@ -130,10 +136,20 @@ func (a *Agent) inject(ctx context.Context, res *traceflow.Result, pkt *traceflo
 		dc.Message = "not injected: the trace ends nowhere to intercept"
 		return dc
 	}
+	// No layout change while the interceptors are in: a sweep would delete
+	// them as unknown flows, and a plugin registering could be granted the
+	// trace mark.
+	a.lay.RLock()
+	defer a.lay.RUnlock()
+	mark, ok := a.traceMark()
+	if !ok {
+		dc.Message = "not injected: every pkt_mark bit is granted to a plugin; none is left to mark the trace packet"
+		return dc
+	}
 	cookie := pipeline.Cookie(traceCookiePrefix, 0, a.traces.next.Add(1))
 	var msgs []openflow.Message
 	for _, t := range terms {
-		m, ok := markedMatch(t.match)
+		m, ok := markedMatch(t.match, mark)
 		if !ok {
 			dc.Message = fmt.Sprintf("not injected: the flow in table %d matches the trace mark itself", t.table)
 			return dc
@@ -149,10 +165,6 @@ func (a *Agent) inject(ctx context.Context, res *traceflow.Result, pkt *traceflo
 			Instructions: []openflow.Instruction{openflow.Apply(openflow.Controller{Reason: openflow.ReasonAction, Userdata: []byte("switchyard-trace")})}})
 		msgs = append(msgs, &fm)
 	}
-	// No layout change (a sweep would delete the interceptors as unknown
-	// flows) while they are in.
-	a.lay.RLock()
-	defer a.lay.RUnlock()
 	ch := a.traces.add(cookie)
 	defer a.traces.remove(cookie)
 	if err := a.sw.Bundle(ctx, msgs, true); err != nil {
@@ -167,35 +179,46 @@ func (a *Agent) inject(ctx context.Context, res *traceflow.Result, pkt *traceflo
 			a.log.Warn("removing trace interceptors (their hard timeout will)", "cookie", fmt.Sprintf("%#x", cookie), "error", err)
 		}
 	}()
-	acts := []openflow.Action{openflow.Set(openflow.Masked(openflow.FieldPktMark, uint64(pipeline.TracePktMark), uint64(pipeline.TracePktMark)))}
+	acts := []openflow.Action{openflow.Set(openflow.Masked(openflow.FieldPktMark, mark, mark))}
 	for _, f := range []openflow.Field{openflow.FieldTunIPv4Src, openflow.FieldTunIPv4Dst, openflow.FieldTunID} {
 		if v := pkt.Uint(f); v != 0 {
 			acts = append(acts, openflow.Set(openflow.Exact(f, v)))
 		}
 	}
 	acts = append(acts, openflow.Output{Port: openflow.PortTable})
-	if err := a.sw.Send(ctx, &openflow.PacketOut{InPort: uint32(pkt.Uint(openflow.FieldInPort)), Actions: acts, Data: frame}); err != nil {
-		dc.Message = "not injected: packet-out: " + err.Error()
-		return dc
-	}
-	dc.Injected = true
 	name := map[uint8]string{}
 	for _, h := range hops {
 		name[h.TableID] = h.Table
 	}
+	// A packet-out that recirculates (ct(table=N)) and meets a flow the
+	// datapath has not cached yet is sometimes lost by ovs-vswitchd 3.1's
+	// userspace datapath: the first of a new 5-tuple through netpol's
+	// conntrack does not come back, the same packet sent again does. So a
+	// packet that has not come back in traceFirstWait is sent once more.
 	reached := map[uint8]bool{}
-	timer := time.NewTimer(traceWait)
-	defer timer.Stop()
-wait:
-	for len(reached) < len(terms) {
-		select {
-		case pi := <-ch:
-			reached[pi.Table] = true
-		case <-timer.C:
-			break wait
-		case <-ctx.Done():
-			break wait
+	for attempt := 1; attempt <= traceAttempts && len(reached) == 0; attempt++ {
+		if err := a.sw.Send(ctx, &openflow.PacketOut{InPort: uint32(pkt.Uint(openflow.FieldInPort)), Actions: acts, Data: frame}); err != nil {
+			dc.Message = "not injected: packet-out: " + err.Error()
+			return dc
 		}
+		dc.Injected, dc.Attempts = true, attempt
+		wait := traceWait
+		if attempt < traceAttempts {
+			wait = traceFirstWait
+		}
+		timer := time.NewTimer(wait)
+	wait:
+		for len(reached) < len(terms) {
+			select {
+			case pi := <-ch:
+				reached[pi.Table] = true
+			case <-timer.C:
+				break wait
+			case <-ctx.Done():
+				break wait
+			}
+		}
+		timer.Stop()
 	}
 	want := map[uint8]bool{}
 	for _, t := range terms {
@@ -225,11 +248,30 @@ wait:
 	return dc
 }
 
+// traceMark is a pkt_mark bit no plugin holds (the highest free one): no
+// plugin flow sets or matches it, and none can be granted it while the
+// caller holds a.lay. False if every bit is granted.
+func (a *Agent) traceMark() (uint64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var used uint64
+	for _, g := range a.arb.Grants() {
+		if g.Kind == sdk.ResourcePktMark {
+			used |= g.Mask128().Lo
+		}
+	}
+	for bit := 31; bit >= 0; bit-- {
+		if used&(1<<bit) == 0 {
+			return 1 << bit, true
+		}
+	}
+	return 0, false
+}
+
 // markedMatch adds the trace mark to a flow's match; false if the match
 // already constrains that bit.
-func markedMatch(m openflow.Match) (openflow.Match, bool) {
+func markedMatch(m openflow.Match, mark uint64) (openflow.Match, bool) {
 	out := make(openflow.Match, 0, len(m)+1)
-	mark := uint64(pipeline.TracePktMark)
 	found := false
 	for _, f := range m {
 		if f.Field == openflow.FieldPktMark {

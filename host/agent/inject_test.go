@@ -6,11 +6,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"switchyard.dev/switchyard/host/openflow"
-	"switchyard.dev/switchyard/host/pipeline"
 )
 
 func TestMarkedMatch(t *testing.T) {
-	mark := uint64(pipeline.TracePktMark)
+	mark := uint64(1) << 31
 	for _, tc := range []struct {
 		name string
 		in   openflow.Match
@@ -24,7 +23,7 @@ func TestMarkedMatch(t *testing.T) {
 		{"a miss (empty match)", nil, openflow.Match{openflow.Masked(openflow.FieldPktMark, mark, mark)}, true},
 		{"refuses a match on the mark itself", openflow.Match{openflow.Masked(openflow.FieldPktMark, mark, mark)}, nil, false},
 	} {
-		got, ok := markedMatch(tc.in)
+		got, ok := markedMatch(tc.in, mark)
 		if ok != tc.ok || !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: markedMatch = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}

@@ -18,12 +18,6 @@ import (
 // resourceBits is how many bits each bit-range kind has.
 var resourceBits = map[sdk.ResourceKind]uint8{sdk.ResourceCTMark: 32, sdk.ResourceMetadata: 64, sdk.ResourcePktMark: 32, sdk.ResourceCTLabel: 128}
 
-// TracePktMark is the pkt_mark bit the host keeps for itself: it marks
-// the packets a trace injects (host/agent/inject.go). It is never granted,
-// so no plugin flow can set or match it and a plugin may get at most 31
-// contiguous pkt_mark bits.
-const TracePktMark uint32 = 1 << 31
-
 // maxGrantWidth is the widest single grant: a Grant's bits fit a uint64.
 const maxGrantWidth = 64
 
@@ -106,9 +100,6 @@ func (a *Arbiter) grant(r sdk.Resource) (sdk.Grant, error) {
 			}
 		}
 		return sdk.Grant{}, fmt.Errorf("%w: every ct zone is granted", sdk.ErrLimit)
-	}
-	if r.Kind == sdk.ResourcePktMark {
-		used.Lo |= uint64(TracePktMark) // the host's, never granted
 	}
 	total := resourceBits[r.Kind]
 	for off := uint8(0); off+r.Width <= total; off++ {

@@ -221,6 +221,26 @@ func getFlows(ctx context.Context, o *options, c *client, w io.Writer, plugin, t
 			names = append(names, p.Name)
 		}
 	}
+	// Flows are in the switch's text, with table IDs (none for table 0,
+	// as ovs-ofctl prints them): --table resolves the name first.
+	keep := func(string) bool { return true }
+	if table != "" {
+		var ts []agent.TableStatus
+		if err := c.get(ctx, "/v1/tables", &ts); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(ts, func(t agent.TableStatus) bool { return t.Table == table })
+		if i < 0 {
+			return &ExitError{ExitUsage, fmt.Errorf("no table %q on this node (yardctl get tables lists them)", table)}
+		}
+		id := ts[i].ID
+		keep = func(f string) bool {
+			if id == 0 {
+				return !strings.Contains(f, " table=")
+			}
+			return strings.Contains(f, fmt.Sprintf(" table=%d,", id))
+		}
+	}
 	var rows []Flow
 	for _, n := range names {
 		var fs []string
@@ -228,10 +248,9 @@ func getFlows(ctx context.Context, o *options, c *client, w io.Writer, plugin, t
 			return err
 		}
 		for _, f := range fs {
-			if table != "" && !strings.HasPrefix(f, "table="+table+",") && !strings.HasPrefix(f, "table="+table+" ") {
-				continue
+			if keep(f) {
+				rows = append(rows, Flow{Plugin: n, Flow: f})
 			}
-			rows = append(rows, Flow{Plugin: n, Flow: f})
 		}
 	}
 	if rows == nil {

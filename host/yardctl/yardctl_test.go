@@ -79,7 +79,8 @@ func TestGetAndStatus(t *testing.T) {
 			{ID: 150, Table: "warden.ingress", Pipeline: "ip", Stage: "IngressSecurity", Owner: "warden", Miss: "next", Flows: 2},
 		},
 		"GET /v1/flows": func(r *http.Request) any {
-			return map[string][]string{"podnet": {"table=podnet.classifier, priority=50, ip"}, "warden": {"table=warden.ingress, priority=100, tcp,tp_dst=9"}}[r.URL.Query().Get("plugin")]
+			return map[string][]string{"podnet": {"cookie=0x1000100000000, priority=50,ip actions=goto_table:30"},
+				"warden": {"cookie=0x3000100000077, table=150, priority=100,tcp,tp_dst=9 actions=drop"}}[r.URL.Query().Get("plugin")]
 		},
 		"GET /readyz": "503 not ready: plugin \"warden\" is restarting\n",
 	})
@@ -92,9 +93,11 @@ func TestGetAndStatus(t *testing.T) {
 			"ID   TABLE           PIPELINE  STAGE            OWNER   EXPORTED  MISS  FLOWS\n" +
 				"150  warden.ingress  ip        IngressSecurity  warden  false     next  2\n"},
 		{"flows with their owner", []string{"get", "flows"},
-			"PLUGIN  FLOW\npodnet  table=podnet.classifier, priority=50, ip\nwarden  table=warden.ingress, priority=100, tcp,tp_dst=9\n"},
+			"PLUGIN  FLOW\npodnet  cookie=0x1000100000000, priority=50,ip actions=goto_table:30\nwarden  cookie=0x3000100000077, table=150, priority=100,tcp,tp_dst=9 actions=drop\n"},
 		{"flows of one table", []string{"get", "flows", "--table", "warden.ingress"},
-			"PLUGIN  FLOW\nwarden  table=warden.ingress, priority=100, tcp,tp_dst=9\n"},
+			"PLUGIN  FLOW\nwarden  cookie=0x3000100000077, table=150, priority=100,tcp,tp_dst=9 actions=drop\n"},
+		{"flows of table 0", []string{"get", "flows", "--table", "podnet.classifier"},
+			"PLUGIN  FLOW\npodnet  cookie=0x1000100000000, priority=50,ip actions=goto_table:30\n"},
 		{"status not ready", []string{"status"},
 			"READY         no\n" +
 				"  not ready:  plugin \"warden\" is restarting\n" +

@@ -85,6 +85,7 @@ func TestOperability(t *testing.T) {
 			{"tables-podnet.golden", []string{"get", "tables", "--plugin", "podnet"}},
 			{"tables-warden.golden", []string{"get", "tables", "--plugin", "warden"}},
 			{"flows-warden.golden", []string{"get", "flows", "--plugin", "warden"}},
+			{"flows-table-warden.golden", []string{"get", "flows", "--table", "warden.ingress"}},
 			{"plugins-warden.golden", []string{"get", "plugins", "--plugin", "warden"}},
 		} {
 			out, errOut, code := e.yardctl(t, n1, c.args...)
