@@ -541,6 +541,7 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			p := flows.Port{Service: key, Name: sp.Name, Proto: proto, ClusterIP: ip, Port: uint16(sp.Port),
 				Endpoints: endpointsOf(sp, sl, s.podCIDRs)}
 			p.Group = s.group(fmt.Sprintf("%s/%s/%s/%s", key, ip, sp.Protocol, sp.Name))
+			p.Affinity = affinityOf(svc)
 			if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
 				p.Endpoints = slices.DeleteFunc(p.Endpoints, func(e flows.Endpoint) bool { return !e.Local })
 			}
@@ -578,7 +579,22 @@ func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServiceP
 		p.Endpoints = append(p.Endpoints, e)
 	}
 	p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	p.Affinity = affinityOf(svc)
 	return p
+}
+
+// affinityOf is the Service's ClientIP session affinity timeout in
+// seconds (0: none). An OpenFlow idle timeout holds at most 65535 s, so a
+// longer one (the default is 10800, the API allows 86400) is cut to that.
+func affinityOf(svc *corev1.Service) uint16 {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return 0
+	}
+	t := int32(corev1.DefaultClientIPServiceAffinitySeconds)
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		t = *c.ClientIP.TimeoutSeconds
+	}
+	return uint16(min(max(t, 1), 65535))
 }
 
 var protocols = map[corev1.Protocol]uint8{
