@@ -61,4 +61,3 @@ func TestSessionAffinity(t *testing.T) {
 		t.Errorf("after 8 idle periods longer than the %ds timeout the client only ever reached %v: affinity never expired", timeout, seen)
 	}
 }
-
