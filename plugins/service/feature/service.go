@@ -126,6 +126,8 @@ type Service struct {
 	// nodePorts are the NodePorts the kernel's table holds, as applied.
 	nodePorts    []hostnet.NodePort
 	nodePortsSet bool
+	// extRoutes are the external IPs routed into br-int.
+	extRoutes map[netip.Addr]bool
 	// applyNodePortsFn is hostnet.ApplyNodePorts (a seam for unit tests,
 	// which must not touch the machine's nftables).
 	applyNodePortsFn func(nodeIPs []netip.Addr, vip netip.Addr, ports []hostnet.NodePort) error
@@ -147,6 +149,8 @@ type installed struct {
 	ports  []flows.Port
 	flows  []flow.Flow
 	groups map[uint32]flow.Group
+	// external are the Service's external IPs, routed into br-int.
+	external []netip.Addr
 }
 
 var (
@@ -159,7 +163,7 @@ var (
 // New returns an unstarted service plugin.
 func New() *Service {
 	return &Service{log: slog.Default(), installed: map[string]installed{}, groups: map[string]uint32{}, groupKey: map[uint32]string{},
-		applyNodePortsFn: hostnet.ApplyNodePorts}
+		applyNodePortsFn: hostnet.ApplyNodePorts, extRoutes: map[netip.Addr]bool{}}
 }
 
 // Describe declares the tables, fields and resources.
@@ -390,8 +394,48 @@ func (s *Service) syncAll(ctx context.Context) (int, error) {
 			errs = append(errs, flush())
 		}
 	}
-	errs = append(errs, flush(), s.applyNodePorts())
+	errs = append(errs, flush(), s.applyNodePorts(), s.hostRoutes())
 	return len(all), errors.Join(errs...)
+}
+
+// hostRoutes applies the external routes when the plugin runs on a node
+// (unit tests have no gateway).
+func (s *Service) hostRoutes() error {
+	if s.gw == nil {
+		return nil
+	}
+	return s.applyExternalRoutes()
+}
+
+// applyExternalRoutes routes every external IP of an installed Service
+// into br-int, and no other.
+func (s *Service) applyExternalRoutes() error {
+	want := map[netip.Addr]bool{}
+	for _, in := range s.installed {
+		for _, a := range in.external {
+			want[a] = true
+		}
+	}
+	var errs []error
+	for a := range s.extRoutes {
+		if !want[a] {
+			if err := hostnet.DelRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(s.extRoutes, a)
+		}
+	}
+	for a := range want {
+		if !s.extRoutes[a] {
+			if err := hostnet.AddRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			s.extRoutes[a] = true
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // applyNodePorts brings the kernel's NodePort table to the NodePorts
@@ -449,6 +493,9 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	}
 	s.flushGone(ctx, key, old.ports, want.ports)
 	if err := s.applyNodePorts(); err != nil {
+		return err
+	}
+	if err := s.hostRoutes(); err != nil {
 		return err
 	}
 	for _, p := range old.ports {
@@ -549,9 +596,42 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			if sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
 				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p.Endpoints))
 			}
+			for _, ext := range externalIPs(svc) {
+				in.add(s.local, s.externalOf(key, svc, sp, proto, p.Endpoints, ext))
+				in.external = append(in.external, ext)
+			}
 		}
 	}
 	return in
+}
+
+// externalIPs are the Service's spec.externalIPs and load-balancer
+// ingress IPs (IPv4).
+func externalIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	add := func(s string) {
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, a := range svc.Spec.ExternalIPs {
+		add(a)
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		add(in.IP)
+	}
+	return out
+}
+
+// externalOf is a Service port on an external IP: traffic from outside
+// that the network routes to a node, and from pods. It is balanced like
+// the NodePort: externalTrafficPolicy Local keeps the client's address and
+// uses local endpoints only, Cluster SNATs to the gateway IP.
+func (s *Service) externalOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, eps []flows.Endpoint, ip netip.Addr) flows.Port {
+	p := s.nodePortOf(key, svc, sp, proto, eps)
+	p.Name, p.ClusterIP, p.Port = sp.Name+"@"+ip.String(), ip, uint16(sp.Port)
+	p.Group = s.group(fmt.Sprintf("%s/external/%s/%s/%d", key, ip, sp.Protocol, sp.Port))
+	return p
 }
 
 func (in *installed) add(l flows.Local, p flows.Port) {
@@ -578,7 +658,9 @@ func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServiceP
 		e.Local = false // the client is outside: no hairpin
 		p.Endpoints = append(p.Endpoints, e)
 	}
-	p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	if sp.NodePort != 0 {
+		p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	}
 	p.Affinity = affinityOf(svc)
 	return p
 }
@@ -805,6 +887,10 @@ func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespon
 	if !req.Unload || s.gw == nil {
 		return nil
 	}
-	s.log.Info("unloaded: removing the route to the Service CIDRs and the NodePort table", "service_cidrs", s.cfg.cidrs)
-	return errors.Join(hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))
+	s.log.Info("unloaded: removing the route to the Service CIDRs and external IPs and the NodePort table", "service_cidrs", s.cfg.cidrs)
+	var errs []error
+	for a := range s.extRoutes {
+		errs = append(errs, hostnet.DelRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)))
+	}
+	return errors.Join(append(errs, hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))...)
 }
