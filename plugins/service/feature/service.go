@@ -206,6 +206,9 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	defer s.mu.Unlock()
 	s.host, s.log, s.cfg, s.local, s.gw = req.Host, req.Host.Logger(), cfg, local, gw
 	s.setFacts(req.Node)
+	if err := s.installMeter(ctx); err != nil {
+		return err
+	}
 	if err := s.host.Apply(ctx, flow.NewBatch().AddFlows(flows.StaticFlows(s.local)...)); err != nil {
 		return fmt.Errorf("installing the service plugin's node-wide flows: %w", err)
 	}
@@ -247,6 +250,19 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	go s.run(run, factory, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced)
 	s.log.Info("service plugin started", "service_cidrs", cfg.cidrs, "hairpin_ip", cfg.hairpin, "gateway", cfg.Gateway,
 		"dnat_zone", local.DNATZone, "snat_zone", local.SNATZone, "ct_mark_offset", local.MarkOffset)
+	return nil
+}
+
+// installMeter adds the reject meter, or, when an earlier incarnation
+// left it on the switch (the host refuses to add it again), rewrites it.
+func (s *Service) installMeter(ctx context.Context) error {
+	err := s.host.Apply(ctx, flow.NewBatch().AddMeter(flows.RejectMeter()))
+	if err == nil {
+		return nil
+	}
+	if merr := s.host.Apply(ctx, flow.NewBatch().ModifyMeter(flows.RejectMeter())); merr != nil {
+		return fmt.Errorf("installing the reject meter: %w (and rewriting it: %v)", err, merr)
+	}
 	return nil
 }
 

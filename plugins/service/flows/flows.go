@@ -236,6 +236,16 @@ var RejectUserdata = []byte("reject")
 // enough for the headers an answer quotes.
 const RejectMaxLen = 128
 
+// RejectMeterID is the meter that bounds how many packets to Services
+// without endpoints the switch sends the plugin: a flood towards such a
+// Service costs the plugin and the agent at most its rate.
+const RejectMeterID = 1
+
+// RejectMeter is that meter: 1000 packets per second, bursts of 2000.
+func RejectMeter() flow.Meter {
+	return flow.Meter{ID: RejectMeterID, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 1000, Burst: 2000}}}
+}
+
 func (p Port) dstMatch() flow.Match {
 	m := trkNew.L4(flow.V4, p.Proto).IPv4Dst(p.ClusterIP)
 	switch p.Proto {
@@ -255,7 +265,7 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 	tag := ServiceTag(p.Service)
 	if len(p.Endpoints) == 0 {
 		return []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
-			Actions: []flow.Action{flow.Controller(RejectMaxLen, RejectUserdata)}}}, nil
+			Actions: []flow.Action{flow.ControllerMetered(RejectMaxLen, RejectUserdata, flow.ReasonAction, RejectMeterID)}}}, nil
 	}
 	fs := []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
 		Actions: []flow.Action{flow.LoadField(FieldSvc, p.Group), flow.ApplyGroup(p.Group)}}}

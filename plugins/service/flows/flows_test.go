@@ -82,7 +82,7 @@ func TestPortWithoutEndpointsRejects(t *testing.T) {
 	if g != nil {
 		t.Errorf("a port without endpoints got a group: %s", g.String())
 	}
-	want := []string{"table=service.lb, priority=200, ct_state=+new+trk,udp,nw_dst=10.96.0.10,tp_dst=53 actions=controller(max_len=128,userdata=72.65.6a.65.63.74)"}
+	want := []string{"table=service.lb, priority=200, ct_state=+new+trk,udp,nw_dst=10.96.0.10,tp_dst=53 actions=controller(max_len=128,userdata=72.65.6a.65.63.74,meter_id=1)"}
 	if d := cmp.Diff(want, strs(fs)); d != "" {
 		t.Errorf("reject flows (-want +got):\n%s", d)
 	}
