@@ -111,10 +111,13 @@ func serviceFlows(t testenv.T, n *cluster.Node) int {
 // connections per second from a pod to a ClusterIP with 10 endpoints (5 on
 // each node) with 1 Service present, then with 10,000 Services of 10
 // endpoints each, and reports the ratio (target: ≥ 0.95). It also reports
-// how long the service plugin took to program the 10,000 Services after
-// a kill -9, from scratch in one incarnation (program-s: restart to
-// Synced), the cold-start path. The kube-proxy nftables baseline of issue
-// 14 is not measured here yet. Run with -benchtime=1x -count=N.
+// how long it took from the first create until node-1's switch held every
+// DNAT flow (create+install-s), which the apiserver's create rate
+// dominates here. A cold start at 10,000 Services (kill -9, a new
+// incarnation) is not measured: the host's Synced did not return within
+// minutes at that size (see the report of issue 14). The kube-proxy
+// nftables baseline of issue 14 is not measured here yet. Run with
+// -benchtime=1x -count=N.
 func BenchmarkConnRate(b *testing.B) {
 	testenv.RequireRoot(b)
 	e := start(b, 2)
@@ -163,12 +166,8 @@ func BenchmarkConnRate(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("10,000 Services installed incrementally %s after the creation began", time.Since(created).Round(time.Millisecond))
-	// Cold start at 10,000 Services: a new incarnation programs them all.
-	restart := time.Now()
-	e.killPlugin(b, n1)
-	e.waitSyncedFor(b, n1, 15*time.Minute)
-	program := time.Since(restart)
+	install := time.Since(created)
+	b.Logf("10,000 Services installed incrementally %s after their creation began", install.Round(time.Millisecond))
 	for range b.N {
 		r, err := connRate(c.NetNS, ip, 70, d)
 		if err != nil {
@@ -180,7 +179,7 @@ func BenchmarkConnRate(b *testing.B) {
 	b.ReportMetric(a, "conns/s-1svc")
 	b.ReportMetric(m, "conns/s-10ksvc")
 	b.ReportMetric(m/a, "ratio-10k/1")
-	b.ReportMetric(program.Seconds(), "program-s-10ksvc")
+	b.ReportMetric(install.Seconds(), "create+install-s-10ksvc")
 }
 
 func mean(xs []float64) float64 {
