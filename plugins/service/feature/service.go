@@ -341,18 +341,9 @@ func (s *Service) run(ctx context.Context, factory informers.SharedInformerFacto
 		return
 	}
 	start := time.Now()
-	// Synced only once every Service is on the switch: the host then
-	// sweeps the previous incarnation's flows, and a Service this one
-	// failed to install would lose its flows meanwhile.
 	n, err := s.syncAll(ctx)
-	for wait := time.Second; err != nil; wait = min(2*wait, 30*time.Second) {
-		s.log.Error("installing the Services failed; trying again", "error", err, "retry_in", wait.String())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		n, err = s.syncAll(ctx)
+	if err != nil {
+		s.log.Error("installing the Services failed; retrying each one", "error", err)
 	}
 	if err := s.host.Synced(ctx); err != nil {
 		s.log.Error("could not tell the host the plugin is synced", "error", err)
@@ -381,10 +372,8 @@ func (s *Service) work(ctx context.Context) bool {
 	return true
 }
 
-// maxOps bounds the initial batches well inside the host's batch limit
-// and the 4 MiB a gRPC message may hold (a DNAT flow encodes to a few
-// hundred bytes).
-const maxOps = 2000
+// maxOps bounds the initial batches well inside the host's batch limit.
+const maxOps = 8000
 
 // syncAll installs every Service in batches of whole Services.
 func (s *Service) syncAll(ctx context.Context) (int, error) {
