@@ -7,5 +7,9 @@
 // the tests write each Service's EndpointSlice themselves, as that
 // controller would for ready pods.
 //
-// Tests need root, OVS and the pinned kube-apiserver (make tools).
+// Tests need root, OVS and the pinned kube-apiserver (make tools). The
+// benchmark (bench_test.go, part of make bench) measures the connection
+// rate to a ClusterIP with 1 and with 10,000 Services present and the
+// cold-start program time of 10,000 Services; the kube-proxy baseline the
+// issue names is not in it yet.
 package service

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,9 +85,11 @@ func (e *env) plugin(t testenv.T, n *cluster.Node, name string) (state string, p
 	return "not listed", 0, 0
 }
 
-func (e *env) waitSynced(t testenv.T, n *cluster.Node) {
+func (e *env) waitSynced(t testenv.T, n *cluster.Node) { e.waitSyncedFor(t, n, time.Minute) }
+
+func (e *env) waitSyncedFor(t testenv.T, n *cluster.Node, d time.Duration) {
 	t.Helper()
-	err := testenv.Eventually("service synced on "+n.Name, 60*time.Second, 50*time.Millisecond, func() error {
+	err := testenv.Eventually("service synced on "+n.Name, d, 50*time.Millisecond, func() error {
 		if s, _, _ := e.plugin(t, n, "service"); s != "synced" {
 			return fmt.Errorf("service is %s", s)
 		}
@@ -100,7 +101,7 @@ func (e *env) waitSynced(t testenv.T, n *cluster.Node) {
 }
 
 // killPlugin kill -9s the service plugin on n and waits for its successor.
-func (e *env) killPlugin(t *testing.T, n *cluster.Node) {
+func (e *env) killPlugin(t testenv.T, n *cluster.Node) {
 	t.Helper()
 	state, pid, _ := e.plugin(t, n, "service")
 	if pid <= 0 || state != "synced" {

@@ -213,10 +213,18 @@ func TestKillPluginDuringConnection(t *testing.T) {
 	for err := range errs {
 		t.Errorf("a connection through the ClusterIP did not survive the kill: %v", err)
 	}
-	// New connections work with the new incarnations too.
+	// New connections work with the new incarnations too, and a Service
+	// without endpoints still refuses (its metered reject path survived).
 	if err := probe.Check(c.NetNS, probe.TCP, ip, 80, 2*time.Second); err != nil {
 		t.Errorf("a new connection after the restart: %v", err)
 	}
+	empty := e.service(t, "empty", echoPorts)
+	eventually(t, "the Service without endpoints refusing after the restart", func() error {
+		if o := outcome(probe.Check(c.NetNS, probe.TCP, empty, 80, 2*time.Second)); o != "refused" {
+			return fmt.Errorf("%s", o)
+		}
+		return nil
+	})
 }
 
 func io_ReadFull(c net.Conn, b []byte) (int, error) {

@@ -26,12 +26,19 @@
 //     local endpoints only (none: rejected); Cluster uses every endpoint
 //     and SNATs to the node's gateway IP so answers come back.
 //   - internalTrafficPolicy Local: the ClusterIP uses local endpoints only.
+//   - spec.externalIPs and load-balancer ingress IPs: each node routes them
+//     into br-int (a /32 through the gateway), where they are balanced
+//     like the NodePort (same traffic policies), for outside clients the
+//     network routes to the node and for pods alike.
+//   - sessionAffinity ClientIP: a learned flow per client holds its
+//     endpoint until the client has opened no new connection for the
+//     timeout (at most 65535 s, an OpenFlow idle timeout).
 //   - Incremental: one Service's change rewrites only its group and flows.
 //   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
 //     conntrack entries of that port towards it are flushed.
 //
-// Not yet: externalIPs and load-balancer ingress IPs, session affinity,
-// IPv6 and dual-stack Services, the node reaching its own NodePorts.
+// Not yet: IPv6 and dual-stack Services, the node reaching its own
+// NodePorts, hairpin through a NodePort or external IP.
 //
 // Config (the plugin's section of the agent config, all optional):
 // serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP

@@ -9,6 +9,12 @@
 // conntrack entries of that port towards it are flushed (through the
 // host's sdk.ConntrackFlusher), so a client keeping its socket moves on.
 //
+// Besides the ClusterIP, a Service port may get a NodePort (through the
+// kernel's NodePort table, package hostnet) and a port per external or
+// load-balancer IP (a host route into br-int), each with its own group,
+// balanced by the traffic policies; sessionAffinity ClientIP adds learned
+// flows (package flows).
+//
 // Start installs the node-wide flows and the node's route to the Service
 // CIDRs, and returns; a goroutine waits for the informers, installs every
 // Service, and only then says Synced, so a restarted plugin never leaves

@@ -126,6 +126,8 @@ type Service struct {
 	// nodePorts are the NodePorts the kernel's table holds, as applied.
 	nodePorts    []hostnet.NodePort
 	nodePortsSet bool
+	// extRoutes are the external IPs routed into br-int.
+	extRoutes map[netip.Addr]bool
 	// applyNodePortsFn is hostnet.ApplyNodePorts (a seam for unit tests,
 	// which must not touch the machine's nftables).
 	applyNodePortsFn func(nodeIPs []netip.Addr, vip netip.Addr, ports []hostnet.NodePort) error
@@ -147,6 +149,8 @@ type installed struct {
 	ports  []flows.Port
 	flows  []flow.Flow
 	groups map[uint32]flow.Group
+	// external are the Service's external IPs, routed into br-int.
+	external []netip.Addr
 }
 
 var (
@@ -159,7 +163,7 @@ var (
 // New returns an unstarted service plugin.
 func New() *Service {
 	return &Service{log: slog.Default(), installed: map[string]installed{}, groups: map[string]uint32{}, groupKey: map[uint32]string{},
-		applyNodePortsFn: hostnet.ApplyNodePorts}
+		applyNodePortsFn: hostnet.ApplyNodePorts, extRoutes: map[netip.Addr]bool{}}
 }
 
 // Describe declares the tables, fields and resources.
@@ -202,6 +206,9 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	defer s.mu.Unlock()
 	s.host, s.log, s.cfg, s.local, s.gw = req.Host, req.Host.Logger(), cfg, local, gw
 	s.setFacts(req.Node)
+	if err := s.installMeter(ctx); err != nil {
+		return err
+	}
 	if err := s.host.Apply(ctx, flow.NewBatch().AddFlows(flows.StaticFlows(s.local)...)); err != nil {
 		return fmt.Errorf("installing the service plugin's node-wide flows: %w", err)
 	}
@@ -243,6 +250,19 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	go s.run(run, factory, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced)
 	s.log.Info("service plugin started", "service_cidrs", cfg.cidrs, "hairpin_ip", cfg.hairpin, "gateway", cfg.Gateway,
 		"dnat_zone", local.DNATZone, "snat_zone", local.SNATZone, "ct_mark_offset", local.MarkOffset)
+	return nil
+}
+
+// installMeter adds the reject meter, or, when an earlier incarnation
+// left it on the switch (the host refuses to add it again), rewrites it.
+func (s *Service) installMeter(ctx context.Context) error {
+	err := s.host.Apply(ctx, flow.NewBatch().AddMeter(flows.RejectMeter()))
+	if err == nil {
+		return nil
+	}
+	if merr := s.host.Apply(ctx, flow.NewBatch().ModifyMeter(flows.RejectMeter())); merr != nil {
+		return fmt.Errorf("installing the reject meter: %w (and rewriting it: %v)", err, merr)
+	}
 	return nil
 }
 
@@ -390,8 +410,48 @@ func (s *Service) syncAll(ctx context.Context) (int, error) {
 			errs = append(errs, flush())
 		}
 	}
-	errs = append(errs, flush(), s.applyNodePorts())
+	errs = append(errs, flush(), s.applyNodePorts(), s.hostRoutes())
 	return len(all), errors.Join(errs...)
+}
+
+// hostRoutes applies the external routes when the plugin runs on a node
+// (unit tests have no gateway).
+func (s *Service) hostRoutes() error {
+	if s.gw == nil {
+		return nil
+	}
+	return s.applyExternalRoutes()
+}
+
+// applyExternalRoutes routes every external IP of an installed Service
+// into br-int, and no other.
+func (s *Service) applyExternalRoutes() error {
+	want := map[netip.Addr]bool{}
+	for _, in := range s.installed {
+		for _, a := range in.external {
+			want[a] = true
+		}
+	}
+	var errs []error
+	for a := range s.extRoutes {
+		if !want[a] {
+			if err := hostnet.DelRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(s.extRoutes, a)
+		}
+	}
+	for a := range want {
+		if !s.extRoutes[a] {
+			if err := hostnet.AddRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			s.extRoutes[a] = true
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // applyNodePorts brings the kernel's NodePort table to the NodePorts
@@ -449,6 +509,9 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	}
 	s.flushGone(ctx, key, old.ports, want.ports)
 	if err := s.applyNodePorts(); err != nil {
+		return err
+	}
+	if err := s.hostRoutes(); err != nil {
 		return err
 	}
 	for _, p := range old.ports {
@@ -541,6 +604,7 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			p := flows.Port{Service: key, Name: sp.Name, Proto: proto, ClusterIP: ip, Port: uint16(sp.Port),
 				Endpoints: endpointsOf(sp, sl, s.podCIDRs)}
 			p.Group = s.group(fmt.Sprintf("%s/%s/%s/%s", key, ip, sp.Protocol, sp.Name))
+			p.Affinity = affinityOf(svc)
 			if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
 				p.Endpoints = slices.DeleteFunc(p.Endpoints, func(e flows.Endpoint) bool { return !e.Local })
 			}
@@ -548,9 +612,42 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			if sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
 				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p.Endpoints))
 			}
+			for _, ext := range externalIPs(svc) {
+				in.add(s.local, s.externalOf(key, svc, sp, proto, p.Endpoints, ext))
+				in.external = append(in.external, ext)
+			}
 		}
 	}
 	return in
+}
+
+// externalIPs are the Service's spec.externalIPs and load-balancer
+// ingress IPs (IPv4).
+func externalIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	add := func(s string) {
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, a := range svc.Spec.ExternalIPs {
+		add(a)
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		add(in.IP)
+	}
+	return out
+}
+
+// externalOf is a Service port on an external IP: traffic from outside
+// that the network routes to a node, and from pods. It is balanced like
+// the NodePort: externalTrafficPolicy Local keeps the client's address and
+// uses local endpoints only, Cluster SNATs to the gateway IP.
+func (s *Service) externalOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, eps []flows.Endpoint, ip netip.Addr) flows.Port {
+	p := s.nodePortOf(key, svc, sp, proto, eps)
+	p.Name, p.ClusterIP, p.Port = sp.Name+"@"+ip.String(), ip, uint16(sp.Port)
+	p.Group = s.group(fmt.Sprintf("%s/external/%s/%s/%d", key, ip, sp.Protocol, sp.Port))
+	return p
 }
 
 func (in *installed) add(l flows.Local, p flows.Port) {
@@ -577,8 +674,25 @@ func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServiceP
 		e.Local = false // the client is outside: no hairpin
 		p.Endpoints = append(p.Endpoints, e)
 	}
-	p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	if sp.NodePort != 0 {
+		p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+	}
+	p.Affinity = affinityOf(svc)
 	return p
+}
+
+// affinityOf is the Service's ClientIP session affinity timeout in
+// seconds (0: none). An OpenFlow idle timeout holds at most 65535 s, so a
+// longer one (the default is 10800, the API allows 86400) is cut to that.
+func affinityOf(svc *corev1.Service) uint16 {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return 0
+	}
+	t := int32(corev1.DefaultClientIPServiceAffinitySeconds)
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		t = *c.ClientIP.TimeoutSeconds
+	}
+	return uint16(min(max(t, 1), 65535))
 }
 
 var protocols = map[corev1.Protocol]uint8{
@@ -789,6 +903,10 @@ func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespon
 	if !req.Unload || s.gw == nil {
 		return nil
 	}
-	s.log.Info("unloaded: removing the route to the Service CIDRs and the NodePort table", "service_cidrs", s.cfg.cidrs)
-	return errors.Join(hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))
+	s.log.Info("unloaded: removing the route to the Service CIDRs and external IPs and the NodePort table", "service_cidrs", s.cfg.cidrs)
+	var errs []error
+	for a := range s.extRoutes {
+		errs = append(errs, hostnet.DelRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)))
+	}
+	return errors.Join(append(errs, hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))...)
 }

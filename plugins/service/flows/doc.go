@@ -18,10 +18,15 @@
 //	                                   port's group ID, group:ID (select, dp_hash); no endpoint →
 //	                                   controller (the plugin answers with a TCP RST or an ICMP
 //	                                   port unreachable)
+//	                                   sessionAffinity ClientIP: resubmit(service.affinity), then
+//	                                   goto service.select; anything else: goto service.dnat
+//	PreRouting      service.affinity   learned: client, Service address, port → its endpoint
+//	PreRouting      service.select     the learned endpoint (goto service.dnat) or group:ID
 //	                (group bucket)     reg service.ep_ip/ep_port = the endpoint, resubmit(service.dnat)
 //	PreRouting      service.dnat       svc, ep_ip, ep_port → ct(commit,zone=dnat,nat(dst=ep:port),
 //	                                   ct_mark service bit); from the endpoint itself (hairpin)
-//	                                   also the hairpin bit
+//	                                   also the hairpin bit; with affinity, learn into
+//	                                   service.affinity first
 //	PreRouting      service.inject     empty: where the plugin's reject packets re-enter the
 //	                                   pipeline (podnet's routing then delivers them)
 //	PreRouting      service.l4         SCTP only: the target port (forward) and the Service port

@@ -15,6 +15,8 @@ const (
 	Conntrack = "service.conntrack"
 	CTMark    = "service.ct_mark"
 	LB        = "service.lb"
+	Affinity  = "service.affinity"
+	Select    = "service.select"
 	DNAT      = "service.dnat"
 	L4        = "service.l4"
 	Inject    = "service.inject"
@@ -30,8 +32,14 @@ func Tables() []sdk.Table {
 		{Name: UnSNAT, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext},
 		{Name: Conntrack, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{UnSNAT}},
 		{Name: CTMark, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{Conntrack}},
-		{Name: LB, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext},
-		{Name: DNAT, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{LB}},
+		// Misses skip the two tables below (StaticFlows).
+		{Name: LB, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissDrop},
+		// Only reached by resubmit from service.lb (Services with
+		// sessionAffinity ClientIP): a miss returns to the caller.
+		{Name: Affinity, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissDrop, After: []string{LB}},
+		// Only reached by goto from service.lb for those Services.
+		{Name: Select, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissDrop, After: []string{Affinity}},
+		{Name: DNAT, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{Select}},
 		{Name: L4, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{DNAT}},
 		{Name: Inject, Pipeline: ip, Stage: flow.StagePreRouting, Miss: sdk.MissNext, After: []string{L4}},
 		{Name: SNAT, Pipeline: ip, Stage: flow.StagePostRouting, Miss: sdk.MissNext},
@@ -53,6 +61,9 @@ var (
 	// FieldHairpin marks a packet of a connection from an endpoint to
 	// itself through its Service.
 	FieldHairpin = flow.Field{Name: "service.hairpin", Width: 1}
+	// FieldAffinity says a learned session-affinity flow chose the
+	// endpoint (FieldEPIP, FieldEPPort) for this client.
+	FieldAffinity = flow.Field{Name: "service.affinity", Width: 1}
 	// FieldSNAT marks a packet of a NodePort connection with
 	// externalTrafficPolicy Cluster: its source becomes the node's
 	// gateway IP, so the endpoint (maybe on another node) answers here.
@@ -61,7 +72,7 @@ var (
 
 // Fields lists the register fields the plugin requests.
 func Fields() []flow.Field {
-	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT}
+	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT, FieldAffinity}
 }
 
 // Shared resources, by name.
@@ -124,6 +135,7 @@ func (l Local) markMask() uint32    { return l.MarkService() | l.MarkHairpin() |
 
 // Priorities.
 const (
+	prioMiss    = 1
 	prioDefault = 100
 	prioService = 200
 	prioHairpin = 210
@@ -155,6 +167,9 @@ func StaticFlows(l Local) []flow.Flow {
 				NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: l.HairpinIP}})}},
 		{Table: Output, Priority: prioService, Match: hairpin.Field(flow.FieldOutputReady, 1),
 			Actions: []flow.Action{flow.OutputInPort()}},
+		// What no Service flow claims passes service.affinity and
+		// service.select, which only resubmits and gotos reach.
+		{Table: LB, Priority: prioMiss, Goto: flow.GotoTable(DNAT)},
 	}
 	if l.GatewayIP.IsValid() {
 		fs = append(fs,
@@ -201,6 +216,9 @@ type Port struct {
 	// SNAT: new connections get the gateway IP as source (a NodePort with
 	// externalTrafficPolicy Cluster).
 	SNAT bool
+	// Affinity, when not zero, pins a client to its endpoint for that many
+	// seconds after its last new connection (sessionAffinity ClientIP).
+	Affinity uint16
 }
 
 // ServiceTag is the cookie tag of a Service's flows: a hash of
@@ -217,6 +235,16 @@ var RejectUserdata = []byte("reject")
 // RejectMaxLen is how much of a rejected packet the switch sends up:
 // enough for the headers an answer quotes.
 const RejectMaxLen = 128
+
+// RejectMeterID is the meter that bounds how many packets to Services
+// without endpoints the switch sends the plugin: a flood towards such a
+// Service costs the plugin and the agent at most its rate.
+const RejectMeterID = 1
+
+// RejectMeter is that meter: 1000 packets per second, bursts of 2000.
+func RejectMeter() flow.Meter {
+	return flow.Meter{ID: RejectMeterID, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 1000, Burst: 2000}}}
+}
 
 func (p Port) dstMatch() flow.Match {
 	m := trkNew.L4(flow.V4, p.Proto).IPv4Dst(p.ClusterIP)
@@ -237,10 +265,28 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 	tag := ServiceTag(p.Service)
 	if len(p.Endpoints) == 0 {
 		return []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
-			Actions: []flow.Action{flow.Controller(RejectMaxLen, RejectUserdata)}}}, nil
+			Actions: []flow.Action{flow.ControllerMetered(RejectMaxLen, RejectUserdata, flow.ReasonAction, RejectMeterID)}}}, nil
 	}
 	fs := []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
 		Actions: []flow.Action{flow.LoadField(FieldSvc, p.Group), flow.ApplyGroup(p.Group)}}}
+	if p.Affinity != 0 {
+		// The client's learned endpoint, if any, then the choice: the
+		// learned one, or the group's.
+		// (The group runs at the top level of the pipeline, not inside a
+		// resubmit: the datapath recirculates for its dp_hash.)
+		fs[0].Actions = []flow.Action{flow.LoadField(FieldSvc, p.Group), flow.Resubmit(flow.GotoTable(Affinity))}
+		fs[0].Goto = flow.GotoTable(Select)
+		svc := flow.Match{}.Field(FieldSvc, p.Group)
+		fs = append(fs,
+			flow.Flow{Table: Select, Priority: prioHairpin, Match: svc.Field(FieldAffinity, 1), Tag: tag,
+				Goto: flow.GotoTable(DNAT)},
+			flow.Flow{Table: Select, Priority: prioService, Match: svc, Tag: tag,
+				Actions: []flow.Action{flow.ApplyGroup(p.Group)}},
+			// A learned endpoint that has left the Service: choose again.
+			flow.Flow{Table: DNAT, Priority: prioDefault, Match: svc.Field(FieldAffinity, 1), Tag: tag,
+				Actions: []flow.Action{flow.LoadField(FieldAffinity, 0), flow.ApplyGroup(p.Group)}},
+		)
+	}
 	g := &flow.Group{ID: p.Group, Type: flow.GroupSelect, Selection: &flow.Selection{Method: flow.SelectDPHash}}
 	for _, e := range p.Endpoints {
 		ip := ip4(e.IP)
@@ -262,6 +308,9 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 		if p.SNAT {
 			acts = []flow.Action{flow.LoadField(FieldSNAT, 1), ct(l.MarkService() | l.MarkSNAT())}
 		}
+		if p.Affinity != 0 {
+			acts = append([]flow.Action{p.learn()}, acts...)
+		}
 		fs = append(fs, flow.Flow{Table: DNAT, Priority: prioService, Match: m, Tag: tag, Actions: acts})
 		if e.Local {
 			// The endpoint is its own client: mark the connection (later
@@ -272,6 +321,23 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 		}
 	}
 	return append(fs, sctpPortFlows(l, p, tag)...), g
+}
+
+// learn records (or refreshes) the client's endpoint in service.affinity:
+// the client address, the Service address, protocol and port match; the
+// endpoint is loaded back.
+func (p Port) learn() flow.Action {
+	port := map[uint8]flow.MatchKind{ProtoTCP: flow.MatchTCPDst, ProtoUDP: flow.MatchUDPDst, ProtoSCTP: flow.MatchSCTPDst}[p.Proto]
+	return flow.Learn(flow.ActLearn{Table: Affinity, Priority: prioService, IdleTimeout: p.Affinity, Specs: []flow.LearnSpec{
+		flow.LearnMatchValue(flow.Header(flow.MatchEthType), uint64(flow.EthTypeIPv4)),
+		flow.LearnMatchValue(flow.Header(flow.MatchIPProto), uint64(p.Proto)),
+		flow.LearnMatchPacket(flow.Header(flow.MatchIPv4Src)),
+		flow.LearnMatchPacket(flow.Header(flow.MatchIPv4Dst)),
+		flow.LearnMatchPacket(flow.Header(port)),
+		flow.LearnLoadFrom(flow.Reg(FieldEPIP), flow.Reg(FieldEPIP)),
+		flow.LearnLoadFrom(flow.Reg(FieldEPPort), flow.Reg(FieldEPPort)),
+		flow.LearnLoadValue(1, flow.Reg(FieldAffinity)),
+	}})
 }
 
 // sctpPortFlows translate an SCTP Service port to its endpoints' target

@@ -26,6 +26,7 @@ func TestStaticFlows(t *testing.T) {
 		"table=service.ct_mark, priority=200, ct_mark=0x2/0x2,ip actions=load:0x1->reg:service.hairpin,goto_table:@next",
 		"table=service.snat, priority=200, ct_state=-rpl+trk,ip,reg:service.hairpin=0x1 actions=ct(commit,table=@next,zone=6,nat(src=169.254.0.253))",
 		"table=service.output, priority=200, reg:sdk.output_ready=0x1,reg:service.hairpin=0x1 actions=IN_PORT",
+		"table=service.lb, priority=1 actions=goto_table:@service.dnat",
 		// NodePort with externalTrafficPolicy Cluster: SNAT to the gateway IP.
 		"table=service.unsnat, priority=200, ip,nw_dst=10.244.1.1 actions=ct(table=@next,zone=6,nat)",
 		"table=service.ct_mark, priority=200, ct_mark=0x4/0x4,ip actions=load:0x1->reg:service.snat,goto_table:@next",
@@ -81,7 +82,7 @@ func TestPortWithoutEndpointsRejects(t *testing.T) {
 	if g != nil {
 		t.Errorf("a port without endpoints got a group: %s", g.String())
 	}
-	want := []string{"table=service.lb, priority=200, ct_state=+new+trk,udp,nw_dst=10.96.0.10,tp_dst=53 actions=controller(max_len=128,userdata=72.65.6a.65.63.74)"}
+	want := []string{"table=service.lb, priority=200, ct_state=+new+trk,udp,nw_dst=10.96.0.10,tp_dst=53 actions=controller(max_len=128,userdata=72.65.6a.65.63.74,meter_id=1)"}
 	if d := cmp.Diff(want, strs(fs)); d != "" {
 		t.Errorf("reject flows (-want +got):\n%s", d)
 	}
@@ -117,5 +118,26 @@ func TestNodePortClusterSNATs(t *testing.T) {
 	}
 	if d := cmp.Diff(want, strs(fs)); d != "" {
 		t.Errorf("nodeport flows (-want +got):\n%s", d)
+	}
+}
+
+func TestSessionAffinityLearns(t *testing.T) {
+	p := Port{Service: "default/web", Name: "http", Proto: ProtoTCP, ClusterIP: netip.MustParseAddr("10.96.0.10"), Port: 80, Group: 7, Affinity: 30,
+		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}}
+	fs, _ := PortFlows(local, p)
+	want := []string{
+		"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=load:0x7->reg:service.svc,resubmit(,@service.affinity),goto_table:@service.select",
+		"table=service.select, priority=210, reg:service.affinity=0x1,reg:service.svc=0x7 actions=goto_table:@service.dnat",
+		"table=service.select, priority=200, reg:service.svc=0x7 actions=group:7",
+		"table=service.dnat, priority=100, reg:service.affinity=0x1,reg:service.svc=0x7 actions=load:0x0->reg:service.affinity,group:7",
+		"table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40205,reg:service.ep_port=0x1f90,reg:service.svc=0x7 actions=learn(table=@service.affinity,idle_timeout=30,priority=200,eth_type=0x800,nw_proto=6,NXM_OF_IP_SRC[],NXM_OF_IP_DST[],NXM_OF_TCP_DST[],load:reg:service.ep_ip->reg:service.ep_ip,load:reg:service.ep_port->reg:service.ep_port,load:0x1->reg:service.affinity),ct(commit,table=@next,zone=5,nat(dst=10.244.2.5:8080),exec(set_field:0x1/0x7->ct_mark))",
+	}
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("affinity flows (-want +got):\n%s", d)
+	}
+	for _, f := range fs {
+		if err := f.Validate(); err != nil {
+			t.Errorf("invalid flow %s: %v", f.String(), err)
+		}
 	}
 }

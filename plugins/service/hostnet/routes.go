@@ -63,3 +63,22 @@ func Remove(gw netlink.Link, hop netip.Addr, cidrs []netip.Prefix) error {
 	}
 	return errors.Join(errs...)
 }
+
+// AddRoute routes one prefix via hop on the gateway device (Install set
+// the neighbour).
+func AddRoute(gw netlink.Link, hop netip.Addr, p netip.Prefix) error {
+	r := &netlink.Route{LinkIndex: gw.Attrs().Index, Dst: ipnet(p), Gw: net.IP(hop.AsSlice()), Flags: int(netlink.FLAG_ONLINK)}
+	if err := netlink.RouteReplace(r); err != nil {
+		return fmt.Errorf("route %s via %s dev %s: %w", p, hop, gw.Attrs().Name, err)
+	}
+	return nil
+}
+
+// DelRoute removes a route AddRoute made; a missing one is not an error.
+func DelRoute(gw netlink.Link, hop netip.Addr, p netip.Prefix) error {
+	r := &netlink.Route{LinkIndex: gw.Attrs().Index, Dst: ipnet(p), Gw: net.IP(hop.AsSlice())}
+	if err := netlink.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("deleting route %s via %s: %w", p, hop, err)
+	}
+	return nil
+}
