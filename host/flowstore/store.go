@@ -87,6 +87,22 @@ func New() *Store {
 	return &Store{byKey: map[pipeline.Key]*held{}, owners: map[string]*owned{}, fieldSets: map[string]map[string]flow.Bits{}}
 }
 
+// group and meter return what o holds under a global ID (nil: nothing,
+// also for a nil o, an owner that never submitted).
+func (o *owned) group(id uint32) *GroupEntry {
+	if o == nil {
+		return nil
+	}
+	return o.groups[id]
+}
+
+func (o *owned) meter(id uint32) *MeterEntry {
+	if o == nil {
+		return nil
+	}
+	return o.meters[id]
+}
+
 func (s *Store) owner(name string) *owned {
 	o, ok := s.owners[name]
 	if !ok {
@@ -249,10 +265,22 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e, Refresh: refresh})
 		case op.Group != nil:
 			g := &GroupEntry{Owner: owner, Global: pipeline.GroupID(op.Prefix, op.Group.ID), Prefix: op.Prefix, Round: op.Round, Group: op.Group}
-			p.Changes = append(p.Changes, Change{Kind: op.Kind, Group: g})
+			kind := op.Kind
+			if cur := o.group(g.Global); kind == flow.OpAdd && cur != nil && cur.Round != op.Round {
+				// A restarted plugin re-adds what its earlier incarnation
+				// installed: the switch holds the group, so it is rewritten
+				// in place (an add would be refused as existing, and the
+				// sweep would then remove the earlier round's copy).
+				kind = flow.OpModify
+			}
+			p.Changes = append(p.Changes, Change{Kind: kind, Group: g})
 		case op.Meter != nil:
 			m := &MeterEntry{Owner: owner, Global: pipeline.MeterID(op.Prefix, op.Meter.ID), Round: op.Round, Meter: op.Meter}
-			p.Changes = append(p.Changes, Change{Kind: op.Kind, Meter: m})
+			kind := op.Kind
+			if cur := o.meter(m.Global); kind == flow.OpAdd && cur != nil && cur.Round != op.Round {
+				kind = flow.OpModify // as for groups
+			}
+			p.Changes = append(p.Changes, Change{Kind: kind, Meter: m})
 		}
 	}
 	if maxFlows > 0 && count > maxFlows {

@@ -252,3 +252,37 @@ func TestTagged(t *testing.T) {
 		t.Errorf("Lookup = %v, %v", e, ok)
 	}
 }
+
+// TestReAddAfterRestartModifies: a restarted plugin (new round) that adds
+// a group or meter its earlier incarnation installed gets a modify (the
+// switch holds it; an add would be refused), recorded under the new round
+// so it is not stale. An add in the same round stays an add.
+func TestReAddAfterRestartModifies(t *testing.T) {
+	s := New()
+	g := &flow.Group{ID: 3, Type: flow.GroupSelect}
+	m := &flow.Meter{ID: 1, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 10}}}
+	plan := func(round uint16, kind flow.OpKind) *Plan {
+		p, err := s.Plan("a", []Op{{Kind: kind, Group: g, Prefix: 1, Round: round}, {Kind: kind, Meter: m, Prefix: 1, Round: round}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kinds := func(p *Plan) []flow.OpKind { return []flow.OpKind{p.Changes[0].Kind, p.Changes[1].Kind} }
+	first := plan(1, flow.OpAdd)
+	if got := kinds(first); got[0] != flow.OpAdd || got[1] != flow.OpAdd {
+		t.Fatalf("first add planned as %v", got)
+	}
+	s.Commit(first)
+	if got := kinds(plan(1, flow.OpAdd)); got[0] != flow.OpAdd || got[1] != flow.OpAdd {
+		t.Errorf("a second add in the same round planned as %v, want adds (the switch refuses them: a plugin bug)", got)
+	}
+	again := plan(2, flow.OpAdd)
+	if got := kinds(again); got[0] != flow.OpModify || got[1] != flow.OpModify {
+		t.Fatalf("re-add after a restart planned as %v, want modifies", got)
+	}
+	s.Commit(again)
+	if gs, ms := s.StaleObjects("a", 2); len(gs)+len(ms) != 0 {
+		t.Errorf("stale after the re-add: %d groups, %d meters, want none", len(gs), len(ms))
+	}
+}
