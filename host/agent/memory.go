@@ -40,9 +40,12 @@ func (m *memoryRelease) afterBurst() {
 	m.pending = true
 	wait := time.Until(m.last.Add(m.minInterval))
 	time.AfterFunc(max(wait, 0), func() {
-		m.free()
+		// Marked done before the release runs: a burst that ends while it
+		// runs schedules the next one instead of folding into this one,
+		// which has already started and would not see it.
 		m.mu.Lock()
 		m.last, m.pending = time.Now(), false
 		m.mu.Unlock()
+		m.free()
 	})
 }
