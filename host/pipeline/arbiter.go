@@ -296,6 +296,21 @@ func (a *Arbiter) orderBounds(t sdk.Table, r Range) (lo, hi bound, err error) {
 			}
 		}
 	}
+	// A table named in an order that has not loaded yet gets its place
+	// kept: one free ID below t for each table t must follow, one above
+	// for each it must precede. Without it, t would take the stage's first
+	// free ID and a table that must come before it could never load (IDs
+	// do not move once flows use them).
+	for _, n := range t.After {
+		if _, loaded := a.tables[n]; !loaded && lo.id < hi.id {
+			lo.id++
+		}
+	}
+	for _, n := range t.Before {
+		if _, loaded := a.tables[n]; !loaded && hi.id > lo.id {
+			hi.id--
+		}
+	}
 	if lo.id > hi.id {
 		return lo, hi, fmt.Errorf("%w: table %q must come %s, which contradict each other", sdk.ErrConflict, t.Name, orderText(lo, hi))
 	}

@@ -29,7 +29,10 @@ const (
 func Tables() []sdk.Table {
 	ip := flow.PipelineIP
 	return []sdk.Table{
-		{Name: UnSNAT, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext},
+		// After netpol's conntrack lookup, which must see replies as the
+		// pods sent them (plugins/netpol/flows); a node without netpol
+		// leaves the two IDs it keeps for it free.
+		{Name: UnSNAT, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{"netpol.ct_state", "netpol.ct_flags"}},
 		{Name: Conntrack, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{UnSNAT}},
 		{Name: CTMark, Pipeline: ip, Stage: flow.StageConntrackState, Miss: sdk.MissNext, After: []string{Conntrack}},
 		// Misses skip the two tables below (StaticFlows).
