@@ -130,7 +130,6 @@ func nextHop(vs []agent.TraceVerdict) *agent.TraceVerdict {
 	return nil
 }
 
-
 func traceTable(tw *tabwriter.Writer, t *Trace) {
 	for i, n := range t.Nodes {
 		if i > 0 {
