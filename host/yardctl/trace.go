@@ -171,12 +171,24 @@ func traceTable(tw *tabwriter.Writer, t *Trace) {
 	}
 }
 
+// onPort names the port a verdict left on, where it is known.
+func onPort(port string) string {
+	if port == "" {
+		return ""
+	}
+	return " on port " + port
+}
+
 func verdictText(v agent.TraceVerdict) string {
 	switch v.Kind {
 	case agent.VerdictDelivered:
-		return fmt.Sprintf("delivered to pod %s (port %s)", v.Pod, v.Port)
+		return fmt.Sprintf("delivered to pod %s", v.Pod) + onPort(v.Port)
 	case agent.VerdictTunnel:
-		return fmt.Sprintf("sent to the tunnel toward node %s (%s) on port %s", dash(v.Node), v.TunnelTo, v.Port)
+		s := "sent to the tunnel toward node " + dash(v.Node)
+		if v.TunnelTo != "" {
+			s += " (" + v.TunnelTo + ")"
+		}
+		return s + onPort(v.Port)
 	case agent.VerdictHost:
 		return fmt.Sprintf("delivered to the node itself (port %s)", v.Port)
 	case agent.VerdictOutput:

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -99,6 +100,23 @@ func TestTraceflowObject(t *testing.T) {
 			if !tunnel {
 				t.Errorf("node %s: no hop of the tunnel plugin in %+v", n.Node, n.Hops)
 			}
+		}
+	})
+	t.Run("yardctl traceflow through the apiserver", func(t *testing.T) {
+		args := []string{"traceflow", "--kubeconfig", e.cp.Kubeconfig, "--from", "ops/tf-a", "--to-pod", "ops/tf-c", "--port", "80"}
+		out, errOut, code := e.yardctl(t, n1, args...)
+		t.Logf("yardctl %s\n%s", strings.Join(args, " "), out)
+		if code != 0 || !strings.Contains(out, "RESULT\tSucceeded delivered") && !strings.Contains(out, "Succeeded delivered") {
+			t.Fatalf("exit %d, want 0 and a delivered result; stderr: %s", code, errOut)
+		}
+		out, _, code = e.yardctl(t, n1, append(args, "-o", "json")...)
+		var tf crdv1.Traceflow
+		if err := json.Unmarshal([]byte(out), &tf); err != nil || code != 0 || len(tf.Status.Nodes) != 2 {
+			t.Fatalf("-o json: exit %d, %v, %d nodes\n%s", code, err, len(tf.Status.Nodes), out)
+		}
+		_, errOut, code = e.yardctl(t, n1, "traceflow", "--kubeconfig", e.cp.Kubeconfig, "--from", "ops/tf-a")
+		if code == 0 || !strings.Contains(errOut, "--to-pod") {
+			t.Errorf("no destination: exit %d, stderr %q; want a usage error naming the flags", code, errOut)
 		}
 	})
 	t.Run("one node: dropped by warden, its table named", func(t *testing.T) {
