@@ -49,7 +49,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		}
 		return &ExitError{ExitUsage, fmt.Errorf("-o %q: use table, json or yaml", o.output)}
 	}
-	root.AddCommand(statusCmd(o), getCmd(o), traceCmd(o), traceflowCmd(o), agentsCmd(o))
+	root.AddCommand(statusCmd(o), getCmd(o), traceCmd(o), traceflowCmd(o), pipelineCmd(o), supportBundleCmd(o), agentsCmd(o))
 	return root
 }
 
