@@ -501,7 +501,7 @@ func (e *Egress) sync(ctx context.Context) error {
 	if err := e.applyAddrs(plan); err != nil {
 		return err
 	}
-	return e.report(ctx, plan)
+	return e.report(ctx, plan, e.self == slices.Min(slices.Collect(maps.Keys(s.Alive))))
 }
 
 // applyFlows installs the difference between the installed and the wanted
@@ -598,22 +598,29 @@ func (e *Egress) applyAddrs(plan Plan) error {
 }
 
 // report writes status.egressNode and IPAssigned for the Egresses this
-// node holds, once per change.
-func (e *Egress) report(ctx context.Context, plan Plan) error {
+// node holds, once per change. An Egress no live node may hold gets
+// IPAssigned=False from one node only, the live one first by name
+// (speaker), so the condition does not flap between writers.
+func (e *Egress) report(ctx context.Context, plan Plan, speaker bool) error {
 	var errs []error
 	for _, pl := range plan.Placements {
-		if pl.Holder != e.self {
+		holder, status, reason, msg := e.self, "True", crdv1.ReasonAssigned, fmt.Sprintf("%s is on node %s", pl.IP, e.self)
+		switch {
+		case pl.Holder == "" && speaker:
+			holder, status, reason = "", "False", crdv1.ReasonNoEligibleNode
+			msg = fmt.Sprintf("no live node may hold %s: check the ExternalIPPool's nodeSelector and that the agents on those nodes run", pl.IP)
+		case pl.Holder != e.self:
 			delete(e.reported, pl.Egress)
 			continue
 		}
-		k := pl.IP.String() + "@" + e.self
+		k := pl.IP.String() + "@" + holder
 		if e.reported[pl.Egress] == k {
 			continue
 		}
-		cond := map[string]any{"type": crdv1.ConditionIPAssigned, "status": "True", "reason": crdv1.ReasonAssigned,
-			"message": fmt.Sprintf("%s is on node %s", pl.IP, e.self), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+		cond := map[string]any{"type": crdv1.ConditionIPAssigned, "status": status, "reason": reason,
+			"message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 		body, _ := json.Marshal(map[string]any{"apiVersion": crdv1.SchemeGroupVersion.String(), "kind": "Egress",
-			"metadata": map[string]any{"name": pl.Egress}, "status": map[string]any{"egressNode": e.self, "conditions": []any{cond}}})
+			"metadata": map[string]any{"name": pl.Egress}, "status": map[string]any{"egressNode": holder, "conditions": []any{cond}}})
 		force := true
 		if _, err := e.dyn.Resource(crdv1.EgressesResource).Patch(ctx, pl.Egress, types.ApplyPatchType, body,
 			metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status"); err != nil {
@@ -621,6 +628,10 @@ func (e *Egress) report(ctx context.Context, plan Plan) error {
 			continue
 		}
 		e.reported[pl.Egress] = k
+		if holder == "" {
+			e.log.Warn("Egress IP has no eligible live node", "egress", pl.Egress, "ip", pl.IP)
+			continue
+		}
 		e.log.Info("Egress IP assigned here", "egress", pl.Egress, "ip", pl.IP, "pods", len(pl.Pods))
 	}
 	return errors.Join(errs...)

@@ -173,4 +173,6 @@ const (
 	// ranges only; the Egress datapath is IPv4 only so far.
 	ReasonIPv6NotSupported = "IPv6NotSupported"
 	ReasonAssigned         = "Assigned"
+	// ReasonNoEligibleNode: no live node matches the pool's nodeSelector.
+	ReasonNoEligibleNode = "NoEligibleNode"
 )
