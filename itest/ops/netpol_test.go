@@ -30,7 +30,7 @@ func TestTraceNetpol(t *testing.T) {
 	if binsErr != nil {
 		t.Fatalf("a binary the test runs did not build: %v", binsErr)
 	}
-	e := netpolmodel.Start(t, netpolmodel.Options{Nodes: 1, Service: true})
+	e := netpolmodel.Start(t, netpolmodel.Options{Nodes: 1, Service: true, NetpolConfig: map[string]any{"countersInterval": "1s"}})
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(80)
 	e.Apply(t, &networkingv1.NetworkPolicy{
@@ -106,6 +106,36 @@ func TestTraceNetpol(t *testing.T) {
 		if !named {
 			t.Errorf("no netpol hop names policy x/allow-b's ingress rule: %+v", tr.Nodes[0].Hops)
 		}
+	})
+	t.Run("yardctl get policies: the realized rule and its counters", func(t *testing.T) {
+		var p yardctl.Policies
+		err := testenv.Eventually("x/allow-b's ingress rule to count packets", 20*time.Second, 500*time.Millisecond, func() error {
+			if err := probe.Check(xb.NetNS, probe.TCP, xa.IP(), 80, 2*time.Second); err != nil {
+				return err
+			}
+			out, err := exec.Command(bins["yardctl"], "--socket", sock, "get", "policies", "-o", "json").Output()
+			if err != nil {
+				return fmt.Errorf("yardctl get policies: %v", err)
+			}
+			p = yardctl.Policies{}
+			if err := json.Unmarshal(out, &p); err != nil {
+				return err
+			}
+			for _, r := range p.Realized {
+				if strings.Contains(r.Policy, "allow-b") && r.Direction == "ingress" && r.Packets > 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("no counted ingress rule of allow-b in %+v", p.Realized)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Policies < 1 || p.Rules < 1 || p.Flows < 1 {
+			t.Errorf("span gauges %+v, want at least one policy, rule and flow", p)
+		}
+		table, _ := exec.Command(bins["yardctl"], "--socket", sock, "get", "policies").Output()
+		t.Logf("yardctl get policies\n%s", table)
 	})
 	t.Run("to a Service: the endpoint chosen, then the policy, then delivered", func(t *testing.T) {
 		vip := e.ServiceClusterIP(t, "x", "web", "x/a")
