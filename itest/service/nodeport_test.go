@@ -72,6 +72,18 @@ func TestNodePort(t *testing.T) {
 			}
 			return nil
 		})
+		// The node itself, dialling its own NodePort (Cluster): balanced
+		// too (the output hook, not prerouting, sees its packets).
+		eventually(t, network+" from node-1 to its own NodePort", func() error {
+			got, _, err := who(n1.NetNS, network, n1.UnderlayIP, cl[port])
+			if err != nil {
+				return err
+			}
+			if got != b2.Name && got != b3.Name {
+				return fmt.Errorf("answered by %s, want an endpoint of np-cluster", got)
+			}
+			return nil
+		})
 		// Local, through node-1: no local endpoint, refused.
 		start := time.Now()
 		_, _, err := who(ext, network, n1.UnderlayIP, lo[port])

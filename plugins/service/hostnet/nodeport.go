@@ -41,28 +41,41 @@ func ApplyNodePorts(nodeIPs []netip.Addr, vip netip.Addr, ports []NodePort) erro
 	}
 	if len(ports) > 0 && len(v4) > 0 {
 		c.AddTable(t)
-		ch := c.AddChain(&nftables.Chain{Name: "nodeports", Table: t, Type: nftables.ChainTypeNAT,
-			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest})
-		to := vip.As4()
-		for _, ip := range v4 {
-			dst := ip.As4()
-			for _, p := range ports {
-				port := binary.BigEndian.AppendUint16(nil, p.Port)
-				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dst[:]},
-					&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p.Proto}},
-					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port},
-					&expr.Immediate{Register: 1, Data: to[:]},
-					&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1},
-				}})
-			}
+		// prerouting: from other hosts and from pods; output: from the
+		// node itself (its own processes dialling a NodePort on its own
+		// address), after which the kernel routes again, toward br-int.
+		for _, ch := range []*nftables.Chain{
+			c.AddChain(&nftables.Chain{Name: "nodeports", Table: t, Type: nftables.ChainTypeNAT,
+				Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest}),
+			c.AddChain(&nftables.Chain{Name: "nodeports-local", Table: t, Type: nftables.ChainTypeNAT,
+				Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest}),
+		} {
+			addNodePortRules(c, t, ch, v4, vip, ports)
 		}
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: installing the NodePort table %s: %w", TableName, err)
 	}
 	return nil
+}
+
+// addNodePortRules DNATs every (address, protocol, port) of the node to vip.
+func addNodePortRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, v4 []netip.Addr, vip netip.Addr, ports []NodePort) {
+	to := vip.As4()
+	for _, ip := range v4 {
+		dst := ip.As4()
+		for _, p := range ports {
+			port := binary.BigEndian.AppendUint16(nil, p.Port)
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dst[:]},
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p.Proto}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port},
+				&expr.Immediate{Register: 1, Data: to[:]},
+				&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1},
+			}})
+		}
+	}
 }
