@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ func buildImages(t *testing.T, tool, repo, role string) map[string]v1.Image {
 	out := testenv.Dir(t, role)
 	cmd := exec.Command(tool, "-version", version, "-out", out, "-repo", repo)
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	// Dies with the test (an interrupted run must not leave a build going).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	res, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("build-images: %v\n%s", err, res)
