@@ -76,6 +76,11 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 			out[r.Name] = Result{Reason: crdv1.ReasonInvalidIP, Message: fmt.Sprintf("spec.egressIP %q is not an IP address", r.WantRaw)}
 			continue
 		}
+		if !r.Want.Unmap().Is4() {
+			out[r.Name] = Result{Reason: crdv1.ReasonIPv6NotSupported,
+				Message: fmt.Sprintf("spec.egressIP %s is IPv6; Switchyard's Egress handles IPv4 only so far: request an IPv4 address", r.Want)}
+			continue
+		}
 		if r.Pool != "" {
 			p, ok := byName[r.Pool]
 			if res, bad := poolProblem(r, p, ok); bad {
@@ -111,7 +116,7 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 			out[r.Name] = res
 			continue
 		}
-		if r.Had.IsValid() && inRanges(p.Ranges, r.Had) {
+		if r.Had.IsValid() && r.Had.Unmap().Is4() && inRanges(p.Ranges, r.Had) {
 			if _, dup := taken[r.Had]; !dup {
 				taken[r.Had] = r.Name
 				out[r.Name] = Result{IP: r.Had, Reason: crdv1.ReasonAllocated, Message: "allocated from ExternalIPPool " + r.Pool}
@@ -123,6 +128,11 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 	// 3. The rest take the lowest free address.
 	for _, r := range fresh {
 		ip, ok := lowestFree(byName[r.Pool].Ranges, taken)
+		if !ok && !hasIPv4(byName[r.Pool].Ranges) {
+			out[r.Name] = Result{Reason: crdv1.ReasonIPv6NotSupported,
+				Message: fmt.Sprintf("ExternalIPPool %s has only IPv6 ranges; Switchyard's Egress handles IPv4 only so far: add an IPv4 range", r.Pool)}
+			continue
+		}
 		if !ok {
 			out[r.Name] = Result{Reason: crdv1.ReasonPoolExhausted,
 				Message: fmt.Sprintf("ExternalIPPool %s has no free address; add ipRanges to it or delete an Egress that uses it", r.Pool)}
@@ -169,8 +179,12 @@ func inRanges(rs []Range, a netip.Addr) bool {
 
 // lowestFree walks the ranges in order; it visits at most the taken
 // addresses of a range plus one, so it is cheap for large ranges.
+// IPv6 ranges are skipped: the datapath side of Egress is IPv4 only.
 func lowestFree(rs []Range, taken map[netip.Addr]string) (netip.Addr, bool) {
 	for _, r := range rs {
+		if !r.First.Is4() {
+			continue
+		}
 		for a := r.First; a.IsValid() && a.Compare(r.Last) <= 0; a = a.Next() {
 			if _, t := taken[a]; !t {
 				return a, true
@@ -178,4 +192,13 @@ func lowestFree(rs []Range, taken map[netip.Addr]string) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+func hasIPv4(rs []Range) bool {
+	for _, r := range rs {
+		if r.First.Is4() {
+			return true
+		}
+	}
+	return false
 }

@@ -53,6 +53,8 @@ func TestAllocate(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ip := netip.MustParseAddr
 	pool := Pool{Name: "p", Ranges: []Range{{ip("198.18.0.100"), ip("198.18.0.101")}}}
+	v6 := Pool{Name: "v6", Ranges: []Range{{ip("fd00::1"), ip("fd00::2")}}}
+	mixed := Pool{Name: "mixed", Ranges: []Range{{ip("fd00::1"), ip("fd00::2")}, {ip("198.18.1.1"), ip("198.18.1.1")}}}
 	type want struct {
 		ip     string
 		reason string
@@ -84,12 +86,21 @@ func TestAllocate(t *testing.T) {
 		{"unknown pool", []Request{{Name: "a", Pool: "nope"}}, map[string]want{"a": {"", crdv1.ReasonPoolNotFound}}, Usage{2, 0}},
 		{"not an IP", []Request{{Name: "a", WantRaw: "ten"}}, map[string]want{"a": {"", crdv1.ReasonInvalidIP}}, Usage{2, 0}},
 		{"nothing asked", []Request{{Name: "a"}}, map[string]want{"a": {"", crdv1.ReasonNoIP}}, Usage{2, 0}},
+		{"an IPv6 egressIP is refused as not supported, not dropped silently",
+			[]Request{{Name: "a", Want: ip("fd00::5"), WantRaw: "fd00::5"}},
+			map[string]want{"a": {"", crdv1.ReasonIPv6NotSupported}}, Usage{2, 0}},
+		{"a pool of IPv6 ranges only: not supported",
+			[]Request{{Name: "a", Pool: "v6"}},
+			map[string]want{"a": {"", crdv1.ReasonIPv6NotSupported}}, Usage{2, 0}},
+		{"a mixed pool allocates its IPv4 addresses, also in place of a kept IPv6 one",
+			[]Request{{Name: "a", Pool: "mixed", Had: ip("fd00::1")}},
+			map[string]want{"a": {"198.18.1.1", crdv1.ReasonAllocated}}, Usage{2, 0}},
 		{"a kept IP outside a shrunk pool is replaced",
 			[]Request{{Name: "a", Pool: "p", Had: ip("198.18.0.9")}},
 			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, usage := Allocate([]Pool{pool}, tc.reqs)
+			res, usage := Allocate([]Pool{pool, v6, mixed}, tc.reqs)
 			got := map[string]want{}
 			for n, r := range res {
 				w := want{reason: r.Reason}

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 )
@@ -28,11 +27,9 @@ func agentsCmd(o *options) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = kubeconfig
-			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+			cfg, err := kubeConfig(kubeconfig)
 			if err != nil {
-				return &ExitError{ExitUsage, fmt.Errorf("no cluster to ask: %v (pass --kubeconfig or set KUBECONFIG)", err)}
+				return err
 			}
 			dyn, err := dynamic.NewForConfig(cfg)
 			if err != nil {

@@ -49,7 +49,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		}
 		return &ExitError{ExitUsage, fmt.Errorf("-o %q: use table, json or yaml", o.output)}
 	}
-	root.AddCommand(statusCmd(o), getCmd(o), traceCmd(o), agentsCmd(o))
+	root.AddCommand(statusCmd(o), getCmd(o), traceCmd(o), traceflowCmd(o), pipelineCmd(o), supportBundleCmd(o), agentsCmd(o))
 	return root
 }
 
@@ -143,12 +143,12 @@ func dash(s string) string {
 }
 
 func getCmd(o *options) *cobra.Command {
-	var plugin, table string
+	var plugin, table, policy string
 	get := &cobra.Command{
-		Use:       "get plugins|tables|flows|resources",
-		Short:     "Show the agent's plugins, table layout, flows (with their owner) or shared resources",
+		Use:       "get plugins|tables|flows|resources|policies",
+		Short:     "Show the agent's plugins, table layout, flows (with their owner), shared resources, or the policies netpol realized here",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"plugins", "tables", "flows", "resources"},
+		ValidArgs: []string{"plugins", "tables", "flows", "resources", "policies"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
@@ -179,6 +179,12 @@ func getCmd(o *options) *cobra.Command {
 				})
 			case "flows", "flow":
 				return getFlows(ctx, o, c, w, plugin, table)
+			case "policies", "policy":
+				p, err := getPolicies(ctx, c, policy)
+				if err != nil {
+					return err
+				}
+				return o.print(w, p, func(tw *tabwriter.Writer) { policiesTable(tw, p) })
 			case "resources", "resource":
 				var rs []agent.ResourceStatus
 				if err := c.get(ctx, "/v1/resources", &rs); err != nil {
@@ -194,11 +200,12 @@ func getCmd(o *options) *cobra.Command {
 					}
 				})
 			}
-			return &ExitError{ExitUsage, fmt.Errorf("get %q: say plugins, tables, flows or resources", args[0])}
+			return &ExitError{ExitUsage, fmt.Errorf("get %q: say plugins, tables, flows, resources or policies", args[0])}
 		},
 	}
 	get.Flags().StringVar(&plugin, "plugin", "", "only this plugin's")
 	get.Flags().StringVar(&table, "table", "", "only this table's (by name)")
+	get.Flags().StringVar(&policy, "policy", "", "get policies: only this policy's rules (as netpol names it, e.g. ns/name)")
 	return get
 }
 

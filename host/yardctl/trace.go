@@ -103,7 +103,7 @@ func runTrace(ctx context.Context, o *options, req agent.TraceRequest, peers map
 			return nil, fmt.Errorf("trace: unexpected answer (is yardctl older than the agent?): %v", err)
 		}
 		t.Nodes = append(t.Nodes, r)
-		t.Outcome = outcome(r.Verdicts)
+		t.Outcome = agent.Outcome(r.Verdicts)
 		next := nextHop(r.Verdicts)
 		if next == nil {
 			break
@@ -128,18 +128,6 @@ func nextHop(vs []agent.TraceVerdict) *agent.TraceVerdict {
 		}
 	}
 	return nil
-}
-
-// outcome is the best thing that happened to a copy of the packet.
-func outcome(vs []agent.TraceVerdict) string {
-	for _, k := range []string{agent.VerdictDelivered, agent.VerdictTunnel, agent.VerdictHost, agent.VerdictOutput, agent.VerdictController, agent.VerdictDropped} {
-		for _, v := range vs {
-			if v.Kind == k {
-				return k
-			}
-		}
-	}
-	return "lost"
 }
 
 func traceTable(tw *tabwriter.Writer, t *Trace) {
@@ -183,12 +171,24 @@ func traceTable(tw *tabwriter.Writer, t *Trace) {
 	}
 }
 
+// onPort names the port a verdict left on, where it is known.
+func onPort(port string) string {
+	if port == "" {
+		return ""
+	}
+	return " on port " + port
+}
+
 func verdictText(v agent.TraceVerdict) string {
 	switch v.Kind {
 	case agent.VerdictDelivered:
-		return fmt.Sprintf("delivered to pod %s (port %s)", v.Pod, v.Port)
+		return fmt.Sprintf("delivered to pod %s", v.Pod) + onPort(v.Port)
 	case agent.VerdictTunnel:
-		return fmt.Sprintf("sent to the tunnel toward node %s (%s) on port %s", dash(v.Node), v.TunnelTo, v.Port)
+		s := "sent to the tunnel toward node " + dash(v.Node)
+		if v.TunnelTo != "" {
+			s += " (" + v.TunnelTo + ")"
+		}
+		return s + onPort(v.Port)
 	case agent.VerdictHost:
 		return fmt.Sprintf("delivered to the node itself (port %s)", v.Port)
 	case agent.VerdictOutput:

@@ -184,7 +184,7 @@ func TestTraceFollowsTheTunnel(t *testing.T) {
 		"NODE node-2\n" +
 		"#        TABLE                 STAGE  OWNER   FLOW BY  PRIO  DECISION\n" +
 		"1        podnet.classifier(0)  -      podnet  tunnel   200   -\n" +
-		"VERDICT  delivered to pod ops/a-2 (port sy1)\n"
+		"VERDICT  delivered to pod ops/a-2 on port sy1\n"
 	if d := cmp.Diff(want, out); d != "" {
 		t.Errorf("trace (-want +got):\n%s", d)
 	}

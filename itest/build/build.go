@@ -65,9 +65,36 @@ func Packages(t testenv.T, pkgs ...string) map[string]string {
 	return bins
 }
 
+// Into builds packages of this repository (paths relative to its root,
+// e.g. "plugins/podnet") into dir and returns each binary's path by base
+// name. It needs no testing.T, for a TestMain that builds once for all of
+// a package's tests; dir is the caller's to remove.
+func Into(dir string, pkgs ...string) (map[string]string, error) {
+	root, err := testenv.ModuleDir()
+	if err != nil {
+		return nil, err
+	}
+	rel := make([]string, len(pkgs))
+	out := map[string]string{}
+	for i, p := range pkgs {
+		rel[i] = "./" + strings.Trim(strings.TrimPrefix(p, "./"), "/")
+		out[filepath.Base(p)] = filepath.Join(dir, filepath.Base(p))
+	}
+	if err := runBuild(root, dir, rel); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // goBuild runs go build for pkgs in workdir ("" is the current directory).
 func goBuild(t testenv.T, workdir, outDir string, pkgs []string) {
 	t.Helper()
+	if err := runBuild(workdir, outDir, pkgs); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+func runBuild(workdir, outDir string, pkgs []string) error {
 	args := append([]string{"build", "-o", outDir + "/"}, pkgs...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = workdir
@@ -77,6 +104,7 @@ func goBuild(t testenv.T, workdir, outDir string, pkgs []string) {
 		if where == "" {
 			where, _ = os.Getwd()
 		}
-		t.Fatalf("go %s (in %s): %v\n%s", strings.Join(args, " "), where, err, out)
+		return fmt.Errorf("go %s (in %s): %v\n%s", strings.Join(args, " "), where, err, out)
 	}
+	return nil
 }

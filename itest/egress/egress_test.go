@@ -159,6 +159,23 @@ func TestEgress(t *testing.T) {
 		t.Logf("fixed-b: %s", b.Status.Conditions[0].Message)
 		e.deleteEgress(t, "fixed-a")
 		e.deleteEgress(t, "fixed-b")
+		// IPv6 is refused by name, not dropped in silence.
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "six"},
+			Spec: crdv1.EgressSpec{EgressIP: "fd00::7", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		e.waitCondition(t, "six", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonIPv6NotSupported)
+		e.deleteEgress(t, "six")
+		// A pool no node may hold: allocated, but assigned nowhere, said once.
+		e.createPool(t, &crdv1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"},
+			Spec: crdv1.ExternalIPPoolSpec{IPRanges: []crdv1.IPRange{{CIDR: "198.18.5.8/32"}},
+				NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "no-such-node"}}}})
+		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "homeless"},
+			Spec: crdv1.EgressSpec{ExternalIPPool: "nowhere", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
+		h := e.waitCondition(t, "homeless", crdv1.ConditionIPAssigned, metav1.ConditionFalse, crdv1.ReasonNoEligibleNode)
+		if h.Status.EgressNode != "" {
+			t.Errorf("egressNode %q for an Egress no node holds", h.Status.EgressNode)
+		}
+		t.Logf("homeless: %+v", h.Status.Conditions)
+		e.deleteEgress(t, "homeless")
 	})
 
 	t.Run("failover keeps the source IP", func(t *testing.T) {

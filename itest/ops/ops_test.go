@@ -1,8 +1,14 @@
 package ops
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -303,6 +309,75 @@ func TestOperability(t *testing.T) {
 		table, _, _ := e.yardctl(t, n1, "agents", "--kubeconfig", e.cp.Kubeconfig)
 		if !strings.Contains(table, "podnet=synced,tunnel=synced,warden=synced") {
 			t.Errorf("yardctl agents:\n%s", table)
+		}
+	})
+
+	t.Run("yardctl pipeline draws the live layout", func(t *testing.T) {
+		svg := filepath.Join(t.TempDir(), "pipeline.svg")
+		out, errOut, code := e.yardctl(t, n1, "pipeline", "--svg", svg)
+		t.Logf("yardctl pipeline\n%s", out)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		// warden's table sits between podnet's, and passes on by default.
+		if !regexp.MustCompile(`(?m)├─ warden\.\S+\s+warden\s+\d+ flows\s+→ \S+`).MatchString(out) {
+			t.Errorf("no warden table with where it goes next in:\n%s", out)
+		}
+		b, err := os.ReadFile(svg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := xml.Unmarshal(b, new(struct{})); err != nil || !strings.Contains(string(b), "podnet") {
+			t.Errorf("--svg is not an SVG of the pipeline: %v\n%.300s", err, b)
+		}
+		js, _, _ := e.yardctl(t, n1, "pipeline", "-o", "json")
+		var p yardctl.Pipeline
+		if err := json.Unmarshal([]byte(js), &p); err != nil || len(p.Tables) == 0 || len(p.Tables[0].Next) == 0 {
+			t.Errorf("pipeline -o json: %v, first table %+v", err, p.Tables)
+		}
+	})
+
+	t.Run("yardctl supportbundle collects the node and the cluster", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "bundle.tar.gz")
+		out, errOut, code := e.yardctl(t, n1, "supportbundle", "-f", path, "--kubeconfig", e.cp.Kubeconfig, "--logs", e.agents[n1.Name].Process.LogPath)
+		if code != 0 {
+			t.Fatalf("exit %d: %s %s", code, out, errOut)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		tr := tar.NewReader(gz)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[h.Name] = int(h.Size)
+		}
+		for _, want := range []string{"switchyard/agent/plugins.json", "switchyard/agent/tables.json", "switchyard/agent/metrics.txt",
+			"switchyard/flows/podnet.txt", "switchyard/flows/warden.txt", "switchyard/cluster/nodeagents.json", "switchyard/README.txt"} {
+			if got[want] == 0 {
+				t.Errorf("bundle lacks %s (or it is empty): %v", want, got)
+			}
+		}
+		logs := 0
+		for n := range got {
+			if strings.HasPrefix(n, "switchyard/logs/") {
+				logs++
+			}
+		}
+		if logs != 1 {
+			t.Errorf("bundle has %d log files, want the agent's: %v", logs, got)
 		}
 	})
 

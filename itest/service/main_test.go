@@ -3,11 +3,9 @@ package service
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/itest/build"
 )
 
 // bins are the commands TestMain built once for every test of the
@@ -23,30 +21,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins, binsErr = buildAll(dir, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/service")
+	bins, binsErr = build.Into(dir, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet", "plugins/tunnel", "plugins/service")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func buildAll(dir string, pkgs ...string) (map[string]string, error) {
-	itestDir, err := testenv.SourceDir("")
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"build", "-o", dir + "/"}
-	for _, p := range pkgs {
-		args = append(args, "./"+p)
-	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Dir(itestDir)
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	out := map[string]string{}
-	for _, p := range pkgs {
-		out[filepath.Base(p)] = filepath.Join(dir, filepath.Base(p))
-	}
-	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -30,13 +29,13 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/plugins/egress/flows"
 	"switchyard.dev/switchyard/plugins/egress/hostnet"
 	"switchyard.dev/switchyard/plugins/egress/placement"
+	"switchyard.dev/switchyard/plugins/internal/clusterclient"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
@@ -155,7 +154,7 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	default:
 		e.dev = hostnet.Holder{Link: dev}
 	}
-	rc, err := restConfig(req.Cluster)
+	rc, err := clusterclient.Config(req.Cluster, "switchyard-egress/"+Version)
 	if err != nil {
 		return err
 	}
@@ -303,33 +302,6 @@ func (m *memberEvents) NotifyLeave(n *memberlist.Node) {
 	m.poke()
 }
 func (m *memberEvents) NotifyUpdate(*memberlist.Node) { m.poke() }
-
-// restConfig is a client config for the host's apiserver endpoint with the
-// host's token, asked per request.
-func restConfig(c sdk.Cluster) (*rest.Config, error) {
-	if c.Tokens == nil {
-		return nil, errors.New("egress: the host gave no token source")
-	}
-	rc := &rest.Config{Host: c.APIServer.URL, TLSClientConfig: rest.TLSClientConfig{CAData: c.APIServer.CAPEM},
-		UserAgent: "switchyard-egress/" + Version, QPS: 50, Burst: 100}
-	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &bearer{rt: rt, tokens: c.Tokens} }
-	return rc, nil
-}
-
-type bearer struct {
-	rt     http.RoundTripper
-	tokens sdk.TokenSource
-}
-
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	t, err := b.tokens.Token(r.Context())
-	if err != nil {
-		return nil, fmt.Errorf("egress: no token from the host: %w", err)
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t)
-	return b.rt.RoundTrip(r)
-}
 
 // snapshot reads the caches and the member list.
 func (e *Egress) snapshot() (Snapshot, error) {
@@ -529,7 +501,7 @@ func (e *Egress) sync(ctx context.Context) error {
 	if err := e.applyAddrs(plan); err != nil {
 		return err
 	}
-	return e.report(ctx, plan)
+	return e.report(ctx, plan, e.self == slices.Min(slices.Collect(maps.Keys(s.Alive))))
 }
 
 // applyFlows installs the difference between the installed and the wanted
@@ -626,22 +598,29 @@ func (e *Egress) applyAddrs(plan Plan) error {
 }
 
 // report writes status.egressNode and IPAssigned for the Egresses this
-// node holds, once per change.
-func (e *Egress) report(ctx context.Context, plan Plan) error {
+// node holds, once per change. An Egress no live node may hold gets
+// IPAssigned=False from one node only, the live one first by name
+// (speaker), so the condition does not flap between writers.
+func (e *Egress) report(ctx context.Context, plan Plan, speaker bool) error {
 	var errs []error
 	for _, pl := range plan.Placements {
-		if pl.Holder != e.self {
+		holder, status, reason, msg := e.self, "True", crdv1.ReasonAssigned, fmt.Sprintf("%s is on node %s", pl.IP, e.self)
+		switch {
+		case pl.Holder == "" && speaker:
+			holder, status, reason = "", "False", crdv1.ReasonNoEligibleNode
+			msg = fmt.Sprintf("no live node may hold %s: check the ExternalIPPool's nodeSelector and that the agents on those nodes run", pl.IP)
+		case pl.Holder != e.self:
 			delete(e.reported, pl.Egress)
 			continue
 		}
-		k := pl.IP.String() + "@" + e.self
+		k := pl.IP.String() + "@" + holder
 		if e.reported[pl.Egress] == k {
 			continue
 		}
-		cond := map[string]any{"type": crdv1.ConditionIPAssigned, "status": "True", "reason": crdv1.ReasonAssigned,
-			"message": fmt.Sprintf("%s is on node %s", pl.IP, e.self), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+		cond := map[string]any{"type": crdv1.ConditionIPAssigned, "status": status, "reason": reason,
+			"message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 		body, _ := json.Marshal(map[string]any{"apiVersion": crdv1.SchemeGroupVersion.String(), "kind": "Egress",
-			"metadata": map[string]any{"name": pl.Egress}, "status": map[string]any{"egressNode": e.self, "conditions": []any{cond}}})
+			"metadata": map[string]any{"name": pl.Egress}, "status": map[string]any{"egressNode": holder, "conditions": []any{cond}}})
 		force := true
 		if _, err := e.dyn.Resource(crdv1.EgressesResource).Patch(ctx, pl.Egress, types.ApplyPatchType, body,
 			metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status"); err != nil {
@@ -649,6 +628,10 @@ func (e *Egress) report(ctx context.Context, plan Plan) error {
 			continue
 		}
 		e.reported[pl.Egress] = k
+		if holder == "" {
+			e.log.Warn("Egress IP has no eligible live node", "egress", pl.Egress, "ip", pl.IP)
+			continue
+		}
 		e.log.Info("Egress IP assigned here", "egress", pl.Egress, "ip", pl.IP, "pods", len(pl.Pods))
 	}
 	return errors.Join(errs...)

@@ -169,5 +169,10 @@ const (
 	ReasonIPConflict    = "IPConflict"
 	ReasonInvalidIP     = "InvalidIP"
 	ReasonNoIP          = "NoIPRequested"
-	ReasonAssigned      = "Assigned"
+	// ReasonIPv6NotSupported: an IPv6 egressIP, or a pool with IPv6
+	// ranges only; the Egress datapath is IPv4 only so far.
+	ReasonIPv6NotSupported = "IPv6NotSupported"
+	ReasonAssigned         = "Assigned"
+	// ReasonNoEligibleNode: no live node matches the pool's nodeSelector.
+	ReasonNoEligibleNode = "NoEligibleNode"
 )
