@@ -91,14 +91,17 @@ proto: deps $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 # Everything generated, with generators pinned: protobuf (above), the CRD
 # deepcopy code and OpenAPI schemas (controller-gen, pinned in
 # controller/tools/go.mod), and the OVSDB models (libovsdb modelgen, the
-# version in go.mod) from the reduced vswitch schema.
+# version in go.mod) from the reduced vswitch schema; switchyard.yml from the
+# manifest parts; the configuration reference from the config types.
 GENERATED := '*.pb.go' 'controller/apis/crd/v1beta1/zz_generated*' manifests/crds host/ovsdb/vswitchd \
-	manifests/switchyard.yml
+	manifests/switchyard.yml manifests/docs/config-reference.md manifests/docs/pipeline.md
 
 generate: proto manifests
 	cd controller/apis/crd/v1beta1 && $(GO) generate ./...
 	$(GO) build -o $(BIN)/modelgen github.com/ovn-org/libovsdb/cmd/modelgen
 	$(BIN)/modelgen -p vswitchd -o host/ovsdb/vswitchd host/ovsdb/vswitchd/vswitch.ovsschema
+	$(GO) run ./manifests/cmd/gen-config-reference -o manifests/docs/config-reference.md
+	$(GO) run ./manifests/cmd/gen-pipeline-doc -o manifests/docs/pipeline.md
 
 # Regenerates everything generated and fails if the committed copy differs.
 verify: generate

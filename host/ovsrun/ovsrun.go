@@ -88,8 +88,10 @@ func (o Options) start(name, bin string, args ...string) (*daemon, error) {
 	cmd.Env = o.env()
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	// Its own process group: a Ctrl-C in a terminal reaches the
-	// supervisor, which stops the daemons in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// supervisor, which stops the daemons in order. If the supervisor is
+	// killed outright the daemons are told to exit too, so a restarted
+	// supervisor never finds orphans holding the database lock.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}

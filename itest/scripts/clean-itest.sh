@@ -24,6 +24,16 @@ for f in /proc/[0-9]*/cmdline; do
   alive "$run" && continue
   kill -9 "$pid" 2>/dev/null && echo "clean-itest: killed $pid (${cmd:0:80})"
 done
+# Processes chrooted into a run's directory (itest/images runs the OVS
+# image's entrypoint that way; its command line names no run directory).
+for r in /proc/[0-9]*/root; do
+  pid=${r#/proc/}; pid=${pid%/root}
+  root=$(readlink "$r" 2>/dev/null) || continue
+  run=$(grep -o "^$base/syt[0-9a-f]\{6\}" <<<"$root" | sed "s|$base/||")
+  [ -n "$run" ] || continue
+  alive "$run" && continue
+  kill -9 "$pid" 2>/dev/null && echo "clean-itest: killed $pid (chrooted in $root)"
+done
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^syt[0-9a-f]\{6\}-'); do
   alive "${ns:0:9}" && continue
   for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
@@ -39,6 +49,13 @@ if [ -d "$base" ]; then
   for f in "$base"/owner-syt*; do
     [ -e "$f" ] || continue
     alive "${f#$base/owner-}" || rm -f "$f"
+  done
+fi
+# Work directories of an interrupted build-images (make images), unless one
+# is running now.
+if ! pgrep -x build-images >/dev/null; then
+  for d in /tmp/switchyard-images-*; do
+    [ -e "$d" ] && rm -rf "$d" && echo "clean-itest: removed $d"
   done
 fi
 exit 0

@@ -3,7 +3,7 @@
 // a pod of its own so that upgrading the agent never restarts them.
 //
 //	switchyard-ovs run   --config /etc/switchyard/agent.yaml   # the container
-//	switchyard-ovs probe                                         # readiness
+//	switchyard-ovs probe [--wait 10m]                            # readiness; wait for OVS
 //	switchyard-ovs uninstall ...                                 # see manifests/uninstall.yaml
 //	switchyard-ovs wait                                          # block until SIGTERM
 //
@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/ovsrun"
@@ -114,8 +115,21 @@ func run(args []string, log *slog.Logger) error {
 func probe(args []string) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	runDir := fs.String("run-dir", "/var/run/openvswitch", "OVS run directory")
+	wait := fs.Duration("wait", 0, "keep probing this long until OVS answers (the agent pod's wait-for-ovs init container), saying why every 10s")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return ovsrun.Probe(*runDir)
+	deadline := time.Now().Add(*wait)
+	var last time.Time
+	for {
+		err := ovsrun.Probe(*runDir)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		if time.Since(last) >= 10*time.Second {
+			slog.Info("waiting for Open vSwitch (is the switchyard-ovs pod on this node ready? kubectl -n kube-system logs it)", "run_dir", *runDir, "err", err.Error())
+			last = time.Now()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

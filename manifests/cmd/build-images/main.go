@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
@@ -67,11 +68,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-30s %-10s %-10s %s\n", "IMAGE", "LAYERS", "ARCHIVE", "DIGEST")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tLAYERS (gzip)\tARCHIVE\tFILE\tDIGEST")
 	for _, r := range results {
-		fmt.Printf("%-30s %-10s %-10s %s\n", r.ref, mib(r.layerBytes), mib(r.archiveBytes), r.digest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ref, mib(r.layerBytes), mib(r.archiveBytes), r.file, r.digest)
 	}
-	return nil
+	return tw.Flush()
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20)) }
