@@ -30,6 +30,10 @@ const ClusterCIDR = "10.244.0.0/16"
 // default/kubernetes Service's endpoint.
 var APIAddress = net.IPv4(198, 18, 0, 254).To4()
 
+// KubernetesServiceIP is the default/kubernetes Service's ClusterIP (the
+// first address of controlplane.ServiceCIDR).
+var KubernetesServiceIP = net.IPv4(10, 96, 0, 1).To4()
+
 // Options configures Start.
 type Options struct {
 	// Nodes is how many nodes to start (default 2).
@@ -102,6 +106,13 @@ func Start(t testenv.T, opts Options) *Cluster {
 	c.CP = controlplane.StartWithOptions(t, controlplane.Options{AdvertiseAddress: APIAddress, ServiceAccounts: true})
 	apiPort := c.CP.Port
 	cluster.Forward(t, c.Fabric, fmt.Sprintf("%s:%d", APIAddress, apiPort), fmt.Sprintf("127.0.0.1:%d", apiPort))
+	// The kubernetes Service's ClusterIP is also answered on the fabric,
+	// as a load balancer in front of the apiserver would: kubelet gives
+	// every pod, hostNetwork ones included, KUBERNETES_SERVICE_HOST=
+	// 10.96.0.1, and before a CNI with a service proxy runs on the node
+	// nothing else would answer it. Nodes route it to the fabric.
+	run(t, "ip", "-n", c.Fabric, "addr", "add", KubernetesServiceIP.String()+"/32", "dev", "fabric")
+	cluster.Forward(t, c.Fabric, KubernetesServiceIP.String()+":443", fmt.Sprintf("127.0.0.1:%d", apiPort))
 	c.NodeKubeconfig = filepath.Join(c.Dir, "node-kubeconfig")
 	if err := writeKubeconfig(c.NodeKubeconfig, fmt.Sprintf("https://%s:%d", APIAddress, apiPort), c.CP); err != nil {
 		t.Fatalf("%v", err)

@@ -63,6 +63,7 @@ func (c *Cluster) startNode(t testenv.T, i int) *Node {
 	run(t, "ip", "-n", c.Fabric, "link", "set", port, "master", "fabric", "up")
 	run(t, "ip", "-n", n.NetNS, "addr", "add", n.IP.String()+"/24", "dev", "eth0")
 	run(t, "ip", "-n", n.NetNS, "link", "set", "eth0", "up")
+	run(t, "ip", "-n", n.NetNS, "route", "add", KubernetesServiceIP.String()+"/32", "via", APIAddress.String())
 	// A node routes for its pods, as any Kubernetes node does.
 	if err := netns.Do(n.NetNS, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
