@@ -84,6 +84,15 @@ func Start(t testenv.T, opts Options) *Cluster {
 	if c.ContainerdBin, err = upstream.EnsureContainerd(t.Logf); err != nil {
 		t.Fatalf("%v", err)
 	}
+	c.buildImages(t, opts.Images)
+	c.start(t, opts)
+	return c
+}
+
+// buildImages builds the pause image and packs agnhost; extra archives
+// are imported as they are.
+func (c *Cluster) buildImages(t testenv.T, extra []string) {
+	t.Helper()
 	moduleDir, err := testenv.SourceDir("..")
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -96,8 +105,12 @@ func Start(t testenv.T, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("packing agnhost: %v", err)
 	}
-	c.Images = append([]string{pause, agnhost}, opts.Images...)
+	c.Images = append([]string{pause, agnhost}, extra...)
+}
 
+// start brings up the fabric, the control plane and the nodes.
+func (c *Cluster) start(t testenv.T, opts Options) {
+	t.Helper()
 	c.Fabric = netns.Create(t, testenv.Name("rfab"))
 	run(t, "ip", "-n", c.Fabric, "link", "add", "fabric", "type", "bridge")
 	run(t, "ip", "-n", c.Fabric, "addr", "add", APIAddress.String()+"/24", "dev", "fabric")
@@ -127,7 +140,6 @@ func Start(t testenv.T, opts Options) *Cluster {
 			t.Fatalf("node %s did not register: %v\nkubelet log:\n%s", n.Name, err, n.kubelet.Tail(30))
 		}
 	}
-	return c
 }
 
 // startControllers runs kube-controller-manager (node CIDRs, service-account
