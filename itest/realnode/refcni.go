@@ -19,11 +19,13 @@ import (
 const RefNetwork = "refbridge"
 
 // InstallReferenceCNI makes every node's pod network the reference
-// plugins: bridge (cni0, gateway, masquerade) with host-local IPAM over the
+// plugins: bridge (cni0 as the pods' gateway) with host-local IPAM over the
 // node's allocated PodCIDR, and loopback (containerd's CRI sets up lo with
-// it). Cross-node routes are added the way a host-gw network would: each
-// node routes the others' pod CIDRs to their node IPs. Installing the
-// conflist is what turns the nodes Ready.
+// it). Routes are added the way a host-gw network would, with no
+// masquerade (bridge's ipMasq needs iptables, which this machine lacks):
+// each node routes the others' pod CIDRs to their node IPs, and the fabric
+// (where the apiserver answers) routes every pod CIDR to its node.
+// Installing the conflist is what turns the nodes Ready.
 func (c *Cluster) InstallReferenceCNI(t testenv.T) {
 	t.Helper()
 	plugins, err := upstream.EnsureCNIPlugins(t.Logf)
@@ -54,10 +56,11 @@ func (c *Cluster) InstallReferenceCNI(t testenv.T) {
 				run(t, "ip", "-n", n.NetNS, "route", "replace", cidrs[o.Name], "via", o.IP.String())
 			}
 		}
+		run(t, "ip", "-n", c.Fabric, "route", "replace", cidrs[n.Name], "via", n.IP.String())
 		conf := map[string]any{
 			"cniVersion": "1.0.0", "name": RefNetwork,
 			"plugins": []any{map[string]any{
-				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
+				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
 				"ipam": map[string]any{
 					"type":   "host-local",
 					"ranges": [][]map[string]string{{{"subnet": cidrs[n.Name]}}},
@@ -66,13 +69,16 @@ func (c *Cluster) InstallReferenceCNI(t testenv.T) {
 			}},
 		}
 		b, _ := json.MarshalIndent(conf, "", "  ")
-		// Written last, and atomically: its appearance is what the
-		// runtime watches for.
+		// Written last, and atomically: a temporary name libcni ignores,
+		// renamed in the same directory. containerd reloads on the rename
+		// (it ignores Create events, so a file moved in from elsewhere
+		// would go unnoticed). Its appearance turns the node Ready.
 		dst := filepath.Join(n.Private("/etc/cni/net.d"), "10-"+RefNetwork+".conflist")
-		if err := os.WriteFile(dst+".tmp", b, 0o644); err != nil {
+		tmp := dst + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
 			t.Fatalf("%v", err)
 		}
-		if err := os.Rename(dst+".tmp", dst); err != nil {
+		if err := os.Rename(tmp, dst); err != nil {
 			t.Fatalf("%v", err)
 		}
 	}
@@ -97,7 +103,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	defer in.Close()
-	tmp := dst + ".tmp"
+	tmp := filepath.Join(filepath.Dir(filepath.Dir(dst)), "."+filepath.Base(dst)+".tmp")
 	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
