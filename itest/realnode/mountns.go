@@ -21,6 +21,9 @@ var HostPaths = []string{
 	"/run/openvswitch", "/etc/openvswitch", "/var/lib/openvswitch", "/var/log/openvswitch",
 	"/run/switchyard", "/var/lib/switchyard", "/var/log/switchyard",
 	"/run/containerd", "/var/lib/containerd", "/opt/containerd",
+	// Mounted (read-only) by OVS DaemonSets for modprobe; this machine has
+	// no /lib/modules at all, so a node gets an empty one.
+	"/lib/modules",
 }
 
 // mountNS is a persistent mount namespace: its nsfs file is bind-mounted
