@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -86,7 +87,10 @@ func (c *Cluster) DeploymentStartup(t testenv.T, ns string, d *appsv1.Deployment
 	return took
 }
 
-// DeleteDeployment deletes a Deployment and waits until its pods are gone.
+// DeleteDeployment deletes a Deployment and waits until its pods are gone
+// and their sandboxes' networks torn down: a pod object disappears when
+// its containers have stopped, while the kubelet stops the sandbox (CNI
+// DEL) afterwards, on its own schedule.
 func (c *Cluster) DeleteDeployment(t testenv.T, ns, name, selector string) {
 	t.Helper()
 	fg := metav1.DeletePropagationForeground
@@ -99,9 +103,37 @@ func (c *Cluster) DeleteDeployment(t testenv.T, ns, name, selector string) {
 		if total > 0 {
 			return fmt.Errorf("%d pods left", total)
 		}
-		return nil
+		return c.SandboxesSettled()
 	})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+}
+
+// SandboxesSettled reports an error while any node holds more pod network
+// namespaces (containerd's, in the node's /run/netns) than pods with their
+// own network exist on it: some CNI DEL is still to come.
+func (c *Cluster) SandboxesSettled() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods, err := c.CP.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	live := map[string]int{}
+	for _, p := range pods.Items {
+		if !p.Spec.HostNetwork && p.Spec.NodeName != "" {
+			live[p.Spec.NodeName]++
+		}
+	}
+	for _, n := range c.Nodes {
+		ents, err := os.ReadDir(n.Private("/run/netns"))
+		if err != nil {
+			return err
+		}
+		if len(ents) > live[n.Name] {
+			return fmt.Errorf("%s holds %d pod network namespaces for %d pods", n.Name, len(ents), live[n.Name])
+		}
+	}
+	return nil
 }
