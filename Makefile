@@ -21,7 +21,11 @@ TEST_P ?= 2
 TEST_TIMEOUT ?= 40m
 BENCH_COUNT ?= 5
 
-.PHONY: all build deps tools test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help
+# The tag of the images `make images` builds and `make manifests` names;
+# override it for a build of your own: make images VERSION=0.1.1-rc1.
+VERSION ?= $(shell cat manifests/VERSION)
+
+.PHONY: all build deps tools test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help images manifests
 
 all: build
 
@@ -32,6 +36,8 @@ help:
 	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs)"
 	@echo "make lint        go vet + staticcheck"
 	@echo "make generate    regenerate protobuf, CRD and OVSDB model code;  make verify  checks it is current"
+	@echo "make images      build the image archives into bin/images (VERSION=$(VERSION))"
+	@echo "make manifests   render manifests/switchyard.yml, the one-file install"
 	@echo "make clean-itest remove namespaces, processes and dirs left by a crashed run"
 
 deps:
@@ -89,9 +95,10 @@ proto: deps $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 # deepcopy code and OpenAPI schemas (controller-gen, pinned in
 # controller/tools/go.mod), and the OVSDB models (libovsdb modelgen, the
 # version in go.mod) from the reduced vswitch schema.
-GENERATED := '*.pb.go' 'controller/apis/crd/v1beta1/zz_generated*' manifests/crds host/ovsdb/vswitchd
+GENERATED := '*.pb.go' 'controller/apis/crd/v1beta1/zz_generated*' manifests/crds host/ovsdb/vswitchd \
+	manifests/switchyard.yml
 
-generate: proto
+generate: proto manifests
 	cd controller/apis/crd/v1beta1 && $(GO) generate ./...
 	$(GO) build -o $(BIN)/modelgen github.com/ovn-org/libovsdb/cmd/modelgen
 	$(BIN)/modelgen -p vswitchd -o host/ovsdb/vswitchd host/ovsdb/vswitchd/vswitch.ovsschema
@@ -101,6 +108,21 @@ verify: generate
 	@git diff --exit-code -- $(GENERATED) || { echo "verify: generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { echo "verify: untracked generated files: run 'make generate' and commit"; exit 1; }
 	@echo "verify: generated code is current"
+
+# Docker-archive images, no Docker engine: static binaries plus Open vSwitch
+# from Debian packages (cached in ~/.cache/switchyard/debs). Load them on a
+# node with `ctr -n k8s.io images import bin/images/<name>-$(VERSION).tar`.
+images:
+	@command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || { echo "images: needs apt-get and dpkg-deb (Debian)"; exit 1; }
+	$(GO) run ./manifests/cmd/build-images -version $(VERSION) -out $(BIN)/images
+
+# switchyard.yml at the VERSION file's tag (committed; `make verify` checks
+# it). For other tags: go run ./manifests/cmd/render-manifests -version V -o F
+manifests:
+	$(GO) run ./manifests/cmd/render-manifests -o manifests/switchyard.yml
+	@if [ "$(VERSION)" != "$$(cat manifests/VERSION)" ]; then mkdir -p $(BIN) && \
+		$(GO) run ./manifests/cmd/render-manifests -version $(VERSION) -o $(BIN)/switchyard-$(VERSION).yml && \
+		echo "wrote $(BIN)/switchyard-$(VERSION).yml"; fi
 
 demo: deps tools
 	$(GO) run ./itest/cmd/demo $(DEMO_ARGS)

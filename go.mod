@@ -31,6 +31,7 @@ require (
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/mattn/go-shellwords v1.0.16 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 )
@@ -129,3 +130,8 @@ require (
 // The SDK is its own module so third-party plugins can depend on it alone; in
 // this repository the main module always builds against the SDK beside it.
 replace switchyard.dev/switchyard/sdk => ./sdk
+
+tool (
+	github.com/containernetworking/plugins/plugins/meta/bandwidth
+	github.com/containernetworking/plugins/plugins/meta/portmap
+)

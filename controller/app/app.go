@@ -19,8 +19,8 @@ import (
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/controller/compute"
 	"switchyard.dev/switchyard/controller/distribute"
-	"switchyard.dev/switchyard/controller/metrics"
 	"switchyard.dev/switchyard/controller/egress"
+	"switchyard.dev/switchyard/controller/metrics"
 	"switchyard.dev/switchyard/controller/reconcile"
 )
 

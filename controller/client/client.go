@@ -68,6 +68,9 @@ type Config struct {
 	Log                    *slog.Logger
 	// DialOptions are added to the gRPC dial (tests).
 	DialOptions []grpc.DialOption
+	// Discovery, when set, finds the controller's endpoints and CA through
+	// the apiserver instead of DNS (Address names its Service).
+	Discovery *ServiceDiscovery
 }
 
 // Client watches one node's span. Create it with New and run it with Run.
@@ -102,11 +105,21 @@ func New(cfg Config) (*Client, error) {
 		log = slog.Default()
 	}
 	creds := insecure.NewCredentials()
+	target := cfg.Address
+	var opts []grpc.DialOption
+	if d := cfg.Discovery; d != nil {
+		// passthrough: the dialer resolves the Service, not gRPC's DNS.
+		target = "passthrough:///" + cfg.Address
+		opts = append(opts, grpc.WithContextDialer(d.Dial))
+		if cfg.TLS != nil {
+			cfg.TLS = d.TLSConfig(cfg.TLS)
+		}
+	}
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS)
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, cfg.DialOptions...)
-	conn, err := grpc.NewClient(cfg.Address, opts...)
+	opts = append(append(opts, grpc.WithTransportCredentials(creds)), cfg.DialOptions...)
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("controller client: address %q: %w", cfg.Address, err)
 	}

@@ -94,6 +94,20 @@ type TraceVerdict struct {
 	Next *TraceRequest `json:"next,omitempty"`
 }
 
+// Outcome is the best thing that happened to a copy of the packet, in
+// the order delivered, tunnel, host, output, controller, dropped; "lost"
+// when no verdict says anything.
+func Outcome(vs []TraceVerdict) string {
+	for _, k := range []string{VerdictDelivered, VerdictTunnel, VerdictHost, VerdictOutput, VerdictController, VerdictDropped} {
+		for _, v := range vs {
+			if v.Kind == k {
+				return k
+			}
+		}
+	}
+	return "lost"
+}
+
 // TraceResult is a trace on one node.
 type TraceResult struct {
 	Node     string         `json:"node"`

@@ -2,6 +2,7 @@ package traceflow
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -388,6 +389,27 @@ func (w *walker) actions(hop int, t uint8, as []openflow.Action, pkt *Packet, de
 					}
 				}
 			}
+			// A new connection's NAT is the range's first address and
+			// port; a committed translation moves the packet itself, so
+			// later tables (and the verdict) see the endpoint it chose.
+			if a.NAT != nil && a.Commit && a.NAT.MinAddr.IsValid() && a.NAT.Flags&(openflow.NATSrc|openflow.NATDst) != 0 {
+				addrField, portDir := openflow.FieldIPv4Dst, "destination"
+				if a.NAT.Flags&openflow.NATSrc != 0 {
+					addrField, portDir = openflow.FieldIPv4Src, "source"
+				}
+				if a.NAT.MinAddr.Is6() {
+					addrField = map[openflow.Field]openflow.Field{openflow.FieldIPv4Dst: openflow.FieldIPv6Dst, openflow.FieldIPv4Src: openflow.FieldIPv6Src}[addrField]
+				}
+				pkt.SetBytes(addrField, a.NAT.MinAddr.AsSlice())
+				to := a.NAT.MinAddr.String()
+				if a.NAT.MinPort != 0 {
+					if pf, ok := natPortField(pkt, a.NAT.Flags&openflow.NATSrc != 0); ok {
+						pkt.Set(pf, uint64(a.NAT.MinPort))
+						to = netip.AddrPortFrom(a.NAT.MinAddr, a.NAT.MinPort).String()
+					}
+				}
+				note(fmt.Sprintf("ct(zone=%d) nat: %s translated to %s", zone, portDir, to))
+			}
 			if !a.Recirc {
 				note(fmt.Sprintf("ct(zone=%d): tracked, no recirculation", zone))
 				continue
@@ -450,6 +472,23 @@ func (w *walker) group(hop int, t uint8, id uint32, pkt *Packet, depth int) {
 	for _, b := range buckets {
 		w.actions(hop, t, b.Actions, pkt.Clone(), depth+1)
 	}
+}
+
+// natPortField is the L4 port a NAT rewrites for pkt's protocol.
+func natPortField(pkt *Packet, src bool) (openflow.Field, bool) {
+	fields := map[uint64][2]openflow.Field{
+		6:   {openflow.FieldTCPSrc, openflow.FieldTCPDst},
+		17:  {openflow.FieldUDPSrc, openflow.FieldUDPDst},
+		132: {openflow.FieldSCTPSrc, openflow.FieldSCTPDst},
+	}
+	f, ok := fields[pkt.Uint(openflow.FieldIPProto)]
+	if !ok {
+		return 0, false
+	}
+	if src {
+		return f[0], true
+	}
+	return f[1], true
 }
 
 func flowText(f *openflow.Flow) string {

@@ -2,6 +2,8 @@ package traceflow
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -136,5 +138,39 @@ func TestFrameChecksums(t *testing.T) {
 	p.Set(of.FieldEthType, 0x86dd)
 	if _, err := p.Frame(nil); err != ErrNoFrame {
 		t.Errorf("IPv6: err %v, want ErrNoFrame", err)
+	}
+}
+
+// A Service's DNAT: the committed ct(nat(dst=…)) moves the traced packet
+// to the endpoint, so the table after the recirculation forwards by the
+// endpoint's address and the hop notes name it.
+func TestDNATMovesThePacket(t *testing.T) {
+	eth := of.Exact(of.FieldEthType, 0x0800)
+	ep := netip.MustParseAddr("10.1.0.9")
+	pl := &Pipeline{Flows: map[uint8][]of.Flow{
+		0: {{Table: 0, Priority: 100, Match: of.Match{eth, ip4("10.96.0.10")},
+			Instructions: []of.Instruction{of.Apply(of.CT{Commit: true, Recirc: true, Table: 1, Zone: 2,
+				NAT: &of.NAT{Flags: of.NATDst, MinAddr: ep, MinPort: 8080}})}}},
+		1: {
+			{Table: 1, Priority: 100, Match: of.Match{eth, ip4("10.1.0.9"), of.Exact(of.FieldIPProto, 6), of.Exact(of.FieldTCPDst, 8080)},
+				Instructions: []of.Instruction{of.Apply(of.Output{Port: 9})}},
+			{Table: 1, Priority: 1, Match: of.Match{}},
+		},
+	}}
+	p := NewPacket()
+	p.Set(of.FieldEthType, 0x0800)
+	p.Set(of.FieldIPProto, 6)
+	p.Set(of.FieldTCPDst, 80)
+	a := netip.MustParseAddr("10.96.0.10").As4()
+	p.SetBytes(of.FieldIPv4Dst, a[:])
+	r := Run(pl, p)
+	if len(r.Outputs) != 1 || r.Outputs[0].Port != 9 {
+		t.Fatalf("outputs %+v, want port 9 (the endpoint's); hops %+v", r.Outputs, r.Hops)
+	}
+	if got := netip.AddrFrom4([4]byte(r.Outputs[0].Packet.Get(of.FieldIPv4Dst))); got != ep {
+		t.Errorf("output packet's destination %v, want the endpoint %v", got, ep)
+	}
+	if !slices.ContainsFunc(r.Hops[0].Notes, func(n string) bool { return strings.Contains(n, "translated to 10.1.0.9:8080") }) {
+		t.Errorf("first hop notes %q do not name the endpoint", r.Hops[0].Notes)
 	}
 }

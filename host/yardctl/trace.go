@@ -103,7 +103,7 @@ func runTrace(ctx context.Context, o *options, req agent.TraceRequest, peers map
 			return nil, fmt.Errorf("trace: unexpected answer (is yardctl older than the agent?): %v", err)
 		}
 		t.Nodes = append(t.Nodes, r)
-		t.Outcome = outcome(r.Verdicts)
+		t.Outcome = agent.Outcome(r.Verdicts)
 		next := nextHop(r.Verdicts)
 		if next == nil {
 			break
@@ -128,18 +128,6 @@ func nextHop(vs []agent.TraceVerdict) *agent.TraceVerdict {
 		}
 	}
 	return nil
-}
-
-// outcome is the best thing that happened to a copy of the packet.
-func outcome(vs []agent.TraceVerdict) string {
-	for _, k := range []string{agent.VerdictDelivered, agent.VerdictTunnel, agent.VerdictHost, agent.VerdictOutput, agent.VerdictController, agent.VerdictDropped} {
-		for _, v := range vs {
-			if v.Kind == k {
-				return k
-			}
-		}
-	}
-	return "lost"
 }
 
 func traceTable(tw *tabwriter.Writer, t *Trace) {

@@ -61,8 +61,8 @@ func installCRDs(t *testing.T, e *env) {
 	must(t, "locating manifests/crds", err)
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	must(t, "listing CRD manifests", err)
-	if len(files) != 9 {
-		t.Fatalf("want 9 CRD manifests (5 policy, NodeAgent, ControllerInfo, 2 egress) in %s, found %d: run go generate ./controller/apis/...", dir, len(files))
+	if len(files) != 10 {
+		t.Fatalf("want 10 CRD manifests (5 policy, NodeAgent, ControllerInfo, 2 egress, Traceflow) in %s, found %d: run go generate ./controller/apis/...", dir, len(files))
 	}
 	client, err := apiextclient.NewForConfig(e.cp.Config)
 	must(t, "apiextensions client", err)

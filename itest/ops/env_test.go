@@ -42,7 +42,7 @@ func start(t testenv.T) *env {
 	}
 	e := &env{agents: map[string]*nodeagent.Agent{}}
 	e.cp = controlplane.Start(t)
-	installNodeAgentCRD(t, e.cp)
+	installCRDs(t, e.cp, "nodeagents", "traceflows")
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
 		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"]}}
 	e.c = cluster.Start(t, cluster.Options{Nodes: 2, Client: e.cp.Client,

@@ -30,7 +30,7 @@ func TestTraceNetpol(t *testing.T) {
 	if binsErr != nil {
 		t.Fatalf("a binary the test runs did not build: %v", binsErr)
 	}
-	e := netpolmodel.Start(t, netpolmodel.Options{Nodes: 1})
+	e := netpolmodel.Start(t, netpolmodel.Options{Nodes: 1, Service: true})
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(80)
 	e.Apply(t, &networkingv1.NetworkPolicy{
@@ -54,9 +54,13 @@ func TestTraceNetpol(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := e.Agents[e.Cluster.Nodes[0].Name].APISocket
-	trace := func(t *testing.T, from string, wantCode int) yardctl.Trace {
+	trace := func(t *testing.T, from string, wantCode int, to ...string) yardctl.Trace {
 		t.Helper()
-		args := []string{"--socket", sock, "trace", "--from", from, "--to", xa.IP().String(), "--port", "80"}
+		dst := xa.IP().String()
+		if len(to) > 0 {
+			dst = to[0]
+		}
+		args := []string{"--socket", sock, "trace", "--from", from, "--to", dst, "--port", "80"}
 		// The first trace of this 5-tuple is the one checked (see
 		// host/agent/inject.go on the first packet through conntrack).
 		cmd := exec.Command(bins["yardctl"], append(args, "-o", "json")...)
@@ -101,6 +105,27 @@ func TestTraceNetpol(t *testing.T) {
 		}
 		if !named {
 			t.Errorf("no netpol hop names policy x/allow-b's ingress rule: %+v", tr.Nodes[0].Hops)
+		}
+	})
+	t.Run("to a Service: the endpoint chosen, then the policy, then delivered", func(t *testing.T) {
+		vip := e.ServiceClusterIP(t, "x", "web", "x/a")
+		if err := testenv.Eventually("the Service to balance", 30*time.Second, 200*time.Millisecond, func() error {
+			return probe.Check(xb.NetNS, probe.TCP, vip, 80, 2*time.Second)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		tr := trace(t, "x/b", 0, vip.String())
+		if v := tr.Nodes[0].Verdicts[0]; v.Kind != agent.VerdictDelivered || v.Pod != "x/a" {
+			t.Errorf("verdict %+v, want delivered to x/a, the Service's endpoint", v)
+		}
+		chosen := false
+		for _, h := range tr.Nodes[0].Hops {
+			for _, n := range h.Notes {
+				chosen = chosen || (h.Plugin == "service" && strings.Contains(n, "translated to "+xa.IP().String()+":80"))
+			}
+		}
+		if !chosen {
+			t.Errorf("no service hop names the endpoint %s:80 it chose: %+v", xa.IP(), tr.Nodes[0].Hops)
 		}
 	})
 }

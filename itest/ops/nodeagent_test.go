@@ -20,17 +20,24 @@ import (
 	"switchyard.dev/switchyard/manifests"
 )
 
-// installNodeAgentCRD applies manifests/crds' NodeAgent CRD and waits
-// until the apiserver serves it.
-func installNodeAgentCRD(t testenv.T, cp *controlplane.ControlPlane) {
+// installCRDs applies the named CRDs of manifests/crds (by plural
+// resource name) and waits until the apiserver serves each.
+func installCRDs(t testenv.T, cp *controlplane.ControlPlane, plurals ...string) {
 	t.Helper()
-	raw, err := fs.ReadFile(manifests.Files, "crds/crd.switchyard.dev_nodeagents.yaml")
+	for _, p := range plurals {
+		installCRD(t, cp, p)
+	}
+}
+
+func installCRD(t testenv.T, cp *controlplane.ControlPlane, plural string) {
+	t.Helper()
+	raw, err := fs.ReadFile(manifests.Files, "crds/crd.switchyard.dev_"+plural+".yaml")
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		t.Fatalf("decoding the NodeAgent CRD: %v", err)
+		t.Fatalf("decoding the %s CRD: %v", plural, err)
 	}
 	c, err := apiextclient.NewForConfig(cp.Config)
 	if err != nil {
@@ -39,9 +46,9 @@ func installNodeAgentCRD(t testenv.T, cp *controlplane.ControlPlane) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the NodeAgent CRD: %v", err)
+		t.Fatalf("creating the %s CRD: %v", plural, err)
 	}
-	err = testenv.Eventually("NodeAgent CRD established", 30*time.Second, 50*time.Millisecond, func() error {
+	err = testenv.Eventually(plural+" CRD established", 30*time.Second, 50*time.Millisecond, func() error {
 		got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"switchyard.dev/switchyard/host/agent"
@@ -28,6 +30,7 @@ import (
 	"switchyard.dev/switchyard/host/config"
 	"switchyard.dev/switchyard/host/kube"
 	"switchyard.dev/switchyard/host/metrics"
+	"switchyard.dev/switchyard/host/traceflowcr"
 	"switchyard.dev/switchyard/sdk"
 )
 
@@ -139,6 +142,11 @@ func run() error {
 			return err
 		}
 		defer stopStatus()
+		stopTraces, err := serveTraceflows(ctx, a, acc, log)
+		if err != nil {
+			return err
+		}
+		defer stopTraces()
 	}
 	log.Info("switchyard-agent started")
 
@@ -197,4 +205,21 @@ func clusterAccess(a *agent.Agent, cfg *config.Config, acc *kube.Access) error {
 	}
 	a.SetClusterAccess(api, ctrl, token)
 	return nil
+}
+
+// serveTraceflows runs this node's part of the cluster's Traceflow objects.
+func serveTraceflows(ctx context.Context, a *agent.Agent, acc *kube.Access, log *slog.Logger) (stop func(), err error) {
+	kc, err := kubernetes.NewForConfig(acc.Config)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(acc.Config)
+	if err != nil {
+		return nil, err
+	}
+	srv := &traceflowcr.Server{Node: a.NodeFacts().Name, Tracer: a, Kube: kc, Dyn: dyn, Log: log.With("component", "traceflow")}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Run(ctx) }()
+	return func() { cancel(); <-done }, nil
 }

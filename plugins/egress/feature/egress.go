@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -30,13 +29,13 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/plugins/egress/flows"
 	"switchyard.dev/switchyard/plugins/egress/hostnet"
 	"switchyard.dev/switchyard/plugins/egress/placement"
+	"switchyard.dev/switchyard/plugins/internal/clusterclient"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
@@ -155,7 +154,7 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	default:
 		e.dev = hostnet.Holder{Link: dev}
 	}
-	rc, err := restConfig(req.Cluster)
+	rc, err := clusterclient.Config(req.Cluster, "switchyard-egress/"+Version)
 	if err != nil {
 		return err
 	}
@@ -303,33 +302,6 @@ func (m *memberEvents) NotifyLeave(n *memberlist.Node) {
 	m.poke()
 }
 func (m *memberEvents) NotifyUpdate(*memberlist.Node) { m.poke() }
-
-// restConfig is a client config for the host's apiserver endpoint with the
-// host's token, asked per request.
-func restConfig(c sdk.Cluster) (*rest.Config, error) {
-	if c.Tokens == nil {
-		return nil, errors.New("egress: the host gave no token source")
-	}
-	rc := &rest.Config{Host: c.APIServer.URL, TLSClientConfig: rest.TLSClientConfig{CAData: c.APIServer.CAPEM},
-		UserAgent: "switchyard-egress/" + Version, QPS: 50, Burst: 100}
-	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &bearer{rt: rt, tokens: c.Tokens} }
-	return rc, nil
-}
-
-type bearer struct {
-	rt     http.RoundTripper
-	tokens sdk.TokenSource
-}
-
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	t, err := b.tokens.Token(r.Context())
-	if err != nil {
-		return nil, fmt.Errorf("egress: no token from the host: %w", err)
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t)
-	return b.rt.RoundTrip(r)
-}
 
 // snapshot reads the caches and the member list.
 func (e *Egress) snapshot() (Snapshot, error) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"switchyard.dev/switchyard/controller/client"
+	"switchyard.dev/switchyard/plugins/internal/clusterclient"
 	"switchyard.dev/switchyard/plugins/netpol/flows"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -222,6 +223,16 @@ func (p *Netpol) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 			return fmt.Errorf("controller TLS: %w", err)
 		}
 		ccfg.TLS = tc
+	}
+	// An address naming the controller's Service is found through the
+	// apiserver: this node's DNS and Service proxy may not work yet.
+	if sa, ok := client.ParseServiceAddress(ctrl.URL); ok && req.Cluster.APIServer.URL != "" {
+		kube, err := clusterclient.Clientset(req.Cluster, "switchyard-netpol")
+		if err != nil {
+			cancel()
+			return err
+		}
+		ccfg.Discovery = &client.ServiceDiscovery{Kube: kube, Addr: sa}
 	}
 	c, err := client.New(ccfg)
 	if err != nil {

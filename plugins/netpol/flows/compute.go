@@ -17,7 +17,7 @@ import (
 
 // Table names. They are global on the node, hence the prefix.
 const (
-	CTState          = "netpol.ct_state"
+	CTState = "netpol.ct_state"
 	// CTFlags keeps what netpol's own conntrack lookup said in netpol's
 	// registers (CTReply, CTRelated, CTNew), see there.
 	CTFlags          = "netpol.ct_flags"

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
@@ -20,12 +19,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"switchyard.dev/switchyard/plugins/internal/clusterclient"
 	"switchyard.dev/switchyard/plugins/service/flows"
 	"switchyard.dev/switchyard/plugins/service/hostnet"
 	"switchyard.dev/switchyard/plugins/service/reject"
@@ -198,7 +196,7 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	if err != nil {
 		return err
 	}
-	client, err := kubeClient(req.Cluster)
+	client, err := clusterclient.Clientset(req.Cluster, "switchyard-service")
 	if err != nil {
 		return err
 	}
@@ -264,38 +262,6 @@ func (s *Service) installMeter(ctx context.Context) error {
 		return fmt.Errorf("installing the reject meter: %w (and rewriting it: %v)", err, merr)
 	}
 	return nil
-}
-
-// kubeClient builds a clientset for the apiserver the host named, asking
-// the host for the token on every request (the SDK caches it).
-func kubeClient(c sdk.Cluster) (kubernetes.Interface, error) {
-	cfg := &rest.Config{Host: c.APIServer.URL, TLSClientConfig: rest.TLSClientConfig{CAData: c.APIServer.CAPEM},
-		UserAgent: "switchyard-service", QPS: 50, Burst: 100}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &bearer{next: rt, tokens: c.Tokens} }
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("a client for the apiserver %s: %w", c.APIServer.URL, err)
-	}
-	return cs, nil
-}
-
-// bearer adds the host's current token to each request.
-type bearer struct {
-	next   http.RoundTripper
-	tokens sdk.TokenSource
-}
-
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.tokens == nil {
-		return b.next.RoundTrip(r)
-	}
-	t, err := b.tokens.Token(r.Context())
-	if err != nil {
-		return nil, fmt.Errorf("the host gave no apiserver token: %w", err)
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t)
-	return b.next.RoundTrip(r)
 }
 
 const byService = "service"

@@ -277,7 +277,17 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 		// learned one, or the group's.
 		// (The group runs at the top level of the pipeline, not inside a
 		// resubmit: the datapath recirculates for its dp_hash.)
-		fs[0].Actions = []flow.Action{flow.LoadField(FieldSvc, p.Group), flow.Resubmit(flow.GotoTable(Affinity))}
+		//
+		// The source port is read first (into ep_port, which the choice
+		// overwrites) only so that every datapath flow of this path matches
+		// it: each new connection then takes the slow path, where the
+		// learn takes effect at once. Behind a cached datapath flow the
+		// switch replays a learn only at its next revalidation, and a
+		// client's next connections, right after its affinity expired, were
+		// balanced afresh to other endpoints in that window.
+		srcPort := map[uint8]flow.MatchKind{ProtoTCP: flow.MatchTCPSrc, ProtoUDP: flow.MatchUDPSrc, ProtoSCTP: flow.MatchSCTPSrc}[p.Proto]
+		fs[0].Actions = []flow.Action{flow.Move(flow.Header(srcPort), flow.Reg(FieldEPPort)),
+			flow.LoadField(FieldSvc, p.Group), flow.Resubmit(flow.GotoTable(Affinity))}
 		fs[0].Goto = flow.GotoTable(Select)
 		svc := flow.Match{}.Field(FieldSvc, p.Group)
 		fs = append(fs,

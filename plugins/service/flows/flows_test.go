@@ -126,7 +126,7 @@ func TestSessionAffinityLearns(t *testing.T) {
 		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}}
 	fs, _ := PortFlows(local, p)
 	want := []string{
-		"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=load:0x7->reg:service.svc,resubmit(,@service.affinity),goto_table:@service.select",
+		"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=move:NXM_OF_TCP_SRC[]->reg:service.ep_port,load:0x7->reg:service.svc,resubmit(,@service.affinity),goto_table:@service.select",
 		"table=service.select, priority=210, reg:service.affinity=0x1,reg:service.svc=0x7 actions=goto_table:@service.dnat",
 		"table=service.select, priority=200, reg:service.svc=0x7 actions=group:7",
 		"table=service.dnat, priority=100, reg:service.affinity=0x1,reg:service.svc=0x7 actions=load:0x0->reg:service.affinity,group:7",

@@ -23,6 +23,7 @@ var (
 	ControllerInfosResource        = SchemeGroupVersion.WithResource("controllerinfos")
 	ExternalIPPoolsResource        = SchemeGroupVersion.WithResource("externalippools")
 	EgressesResource               = SchemeGroupVersion.WithResource("egresses")
+	TraceflowsResource             = SchemeGroupVersion.WithResource("traceflows")
 )
 
 var (
@@ -43,6 +44,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ControllerInfo{}, &ControllerInfoList{},
 		&ExternalIPPool{}, &ExternalIPPoolList{},
 		&Egress{}, &EgressList{},
+		&Traceflow{}, &TraceflowList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
