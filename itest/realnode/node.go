@@ -10,6 +10,7 @@ import (
 
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/itest/upstream"
 )
 
 // Node is one real node: a network namespace with its own containerd and
@@ -74,6 +75,18 @@ func (c *Cluster) startNode(t testenv.T, i int) *Node {
 	var err error
 	if n.mnt, err = newMountNS(n.Dir); err != nil {
 		t.Fatalf("%s: %v", n.Name, err)
+	}
+	// containerd's CRI brings up each pod's lo through the loopback CNI
+	// plugin, which a node has from its kubernetes-cni package, not from
+	// whichever CNI gets installed later.
+	refPlugins, err := upstream.EnsureCNIPlugins(t.Logf)
+	if err != nil {
+		n.mnt.release()
+		t.Fatalf("%v", err)
+	}
+	if err := copyFile(filepath.Join(refPlugins, "loopback"), filepath.Join(n.Private("/opt/cni/bin"), "loopback"), 0o755); err != nil {
+		n.mnt.release()
+		t.Fatalf("%s: installing loopback: %v", n.Name, err)
 	}
 	if err := makeCgroupRoot(n.CgroupRoot); err != nil {
 		n.mnt.release()

@@ -84,13 +84,17 @@ func (c *Cluster) InstallReferenceCNI(t testenv.T) {
 	}
 }
 
-// RemoveCNI deletes every node's CNI configuration and plugins.
+// RemoveCNI deletes every node's CNI configuration and plugins, except
+// loopback, which the node had before any CNI was installed.
 func (c *Cluster) RemoveCNI(t testenv.T) {
 	t.Helper()
 	for _, n := range c.Nodes {
 		for _, d := range []string{n.Private("/etc/cni/net.d"), n.Private("/opt/cni/bin")} {
 			ents, _ := os.ReadDir(d)
 			for _, e := range ents {
+				if e.Name() == "loopback" {
+					continue
+				}
 				os.RemoveAll(filepath.Join(d, e.Name()))
 			}
 		}
