@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -42,6 +43,23 @@ func (c *Cluster) Describe(ns string, logLines int) string {
 				fmt.Fprintf(&b, "  log %s:\n%s\n", strings.TrimPrefix(l, dir+"/"), tail(l, logLines))
 			}
 		}
+	}
+	return b.String()
+}
+
+// containerLog is the tail of every container log of pod p, read from its
+// node's pod log directory.
+func (c *Cluster) containerLog(p *corev1.Pod, lines int) string {
+	n := c.node(p.Spec.NodeName)
+	if n == nil {
+		return ""
+	}
+	dir := filepath.Join(n.Private("/var/log/pods"), fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID))
+	logs, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
+	sort.Strings(logs)
+	var b strings.Builder
+	for _, l := range logs {
+		b.WriteString(tail(l, lines))
 	}
 	return b.String()
 }

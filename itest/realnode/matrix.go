@@ -51,7 +51,11 @@ func (c *Cluster) Connectivity(t testenv.T, ns string, targets []*corev1.Pod, po
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.WaitPod(ns, j.pod, Finished, 90*time.Second)
+			p, err := c.WaitPod(ns, j.pod, Finished, 90*time.Second)
+			if err != nil && p != nil {
+				// agnhost connect says why: timeout, refused, no route.
+				err = fmt.Errorf("%w; client log: %s", err, strings.TrimSpace(c.containerLog(p, 3)))
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = c.CP.Client.CoreV1().Pods(ns).Delete(ctx, j.pod, metav1.DeleteOptions{})
