@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -136,4 +137,37 @@ func (c *Cluster) SandboxesSettled() error {
 		}
 	}
 	return nil
+}
+
+// WaitSystemReady waits until every pod of namespace ns is Running and
+// Ready and every node holds a CNI configuration: after an install, the
+// node's Ready condition alone can still be the previous CNI's.
+func (c *Cluster) WaitSystemReady(ns string, timeout time.Duration) error {
+	return testenv.Eventually("pods of "+ns+" Ready and a CNI config on every node", timeout, 250*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		pods, err := c.CP.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return fmt.Errorf("no pods yet")
+		}
+		for _, p := range pods.Items {
+			ready := false
+			for _, cond := range p.Status.Conditions {
+				ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+			}
+			if !ready {
+				return fmt.Errorf("pod %s not Ready (%s %s)", p.Name, p.Status.Phase, containerStates(&p))
+			}
+		}
+		for _, n := range c.Nodes {
+			confs, _ := filepath.Glob(filepath.Join(n.Private("/etc/cni/net.d"), "*.conflist"))
+			if len(confs) == 0 {
+				return fmt.Errorf("%s has no CNI config", n.Name)
+			}
+		}
+		return nil
+	})
 }
