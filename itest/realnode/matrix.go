@@ -15,7 +15,7 @@ import (
 )
 
 // Matrix is the outcome of pod-to-pod probes: from every node (a client
-// pod scheduled there) to every target pod.
+// pod scheduled there) to every target pod (labelled pod@node).
 type Matrix struct {
 	From, To []string
 	// Err holds, per from and to, nil for a successful connect.
@@ -29,8 +29,9 @@ type Matrix struct {
 func (c *Cluster) Connectivity(t testenv.T, ns string, targets []*corev1.Pod, port int) *Matrix {
 	t.Helper()
 	m := &Matrix{Err: map[string]map[string]error{}}
+	label := func(p *corev1.Pod) string { return p.Name + "@" + p.Spec.NodeName }
 	for _, p := range targets {
-		m.To = append(m.To, p.Name)
+		m.To = append(m.To, label(p))
 	}
 	type job struct{ from, to, pod string }
 	var jobs []job
@@ -42,7 +43,7 @@ func (c *Cluster) Connectivity(t testenv.T, ns string, targets []*corev1.Pod, po
 			name := fmt.Sprintf("probe-%d-%d-%d", stamp, n.Index, i)
 			target := net.JoinHostPort(p.Status.PodIP, fmt.Sprint(port))
 			c.CreatePod(t, ns, AgnhostPod(name, n.Name, corev1.RestartPolicyNever, "connect", target, "--timeout=5s"))
-			jobs = append(jobs, job{n.Name, p.Name, name})
+			jobs = append(jobs, job{n.Name, label(p), name})
 		}
 	}
 	var mu sync.Mutex
