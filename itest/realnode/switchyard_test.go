@@ -19,8 +19,9 @@ import (
 // imported on each node, switchyard.yml applied, install-cni runs and the
 // nodes turn Ready, a Deployment of agnhost pods spread over both nodes
 // gets IPs from our CNI (called by containerd), the pod-to-pod matrix
-// passes, and deleting a pod makes the kubelet call DEL (its OVS port and
-// veth go).
+// passes, still passes after the agent pods are deleted and recreated by
+// their DaemonSet, and deleting a pod makes the kubelet call DEL (its OVS
+// port goes).
 func TestSwitchyardInstall(t *testing.T) {
 	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: realnode.ProductImages(t)})
 	c.Apply(t, realnode.WithUnderlay(t, realnode.Manifest(t)))
@@ -71,6 +72,32 @@ func TestSwitchyardInstall(t *testing.T) {
 	t.Logf("pod-to-pod connectivity (agnhost connect, TCP 8080):\n%s", m)
 	if f := m.Failures(); f != "" {
 		t.Errorf("connectivity failures:\n%s\nkube-system:\n%s", f, c.Describe("kube-system", 15))
+	}
+
+	// Restart the agent pods (delete them; the DaemonSet recreates them):
+	// the running pods stay connected, and new probes are networked by
+	// the new agents.
+	agents, err := c.CP.Client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=switchyard,component=agent"})
+	if err != nil || len(agents.Items) != 2 {
+		t.Fatalf("agent pods: %v (%d found)", err, len(agents.Items))
+	}
+	for _, a := range agents.Items {
+		if err := c.CP.Client.CoreV1().Pods("kube-system").Delete(context.Background(), a.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range agents.Items {
+		if err := c.WaitPodGone("kube-system", a.Name, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WaitSystemReady("kube-system", 120*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, c.Describe("kube-system", 10))
+	}
+	m = c.Connectivity(t, "default", targets, 8080)
+	t.Logf("after the agent pods were recreated:\n%s", m)
+	if f := m.Failures(); f != "" {
+		t.Errorf("connectivity failures after the agent restart:\n%s", f)
 	}
 
 	// DEL: delete one pod; its node's br-int loses the pod's port and the
