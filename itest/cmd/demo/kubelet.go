@@ -16,10 +16,11 @@ import (
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
-// runKubelet is `make demo-kubelet`: real kubelet + containerd nodes, pods
-// created through the apiserver and networked by the CNI that containerd
-// calls, shown as `kubectl get nodes,pods -o wide` would, then the
-// pod-to-pod matrix from real client pods.
+// runKubelet is `make demo-kubelet`: real kubelet + containerd nodes,
+// Switchyard installed from our images and switchyard.yml, pods created
+// through the apiserver and networked by our CNI (called by containerd),
+// shown as `kubectl get nodes,pods -o wide` would, then the pod-to-pod
+// matrix from real client pods.
 func runKubelet(r *testenv.Runner, nodes int, hold bool) bool {
 	step := func(what string, f func()) {
 		start := time.Now()
@@ -27,13 +28,21 @@ func runKubelet(r *testenv.Runner, nodes int, hold bool) bool {
 		f()
 		fmt.Printf("    done in %s\n", time.Since(start).Round(10*time.Millisecond))
 	}
+	var images []string
+	step("building the switchyard-agent, switchyard-ovs and switchyard-controller images (make images; SWITCHYARD_IMAGE_DIR reuses built ones)", func() {
+		images = realnode.ProductImages(r)
+	})
 	var c *realnode.Cluster
 	step(fmt.Sprintf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and %d nodes (containerd %s + kubelet %s each, in their own network, mount and cgroup namespaces)", nodes, "v2.4.2", "v1.37.2"), func() {
-		c = realnode.Start(r, realnode.Options{Nodes: nodes})
+		c = realnode.Start(r, realnode.Options{Nodes: nodes, Images: images})
 	})
+	fmt.Println("\nNo CNI yet, so the nodes are NotReady:")
 	printNodes(c)
-	step("installing the reference CNI (bridge + host-local) on every node", func() {
-		c.InstallReferenceCNI(r)
+	step("applying manifests/switchyard.yml (underlay enabled for the userspace datapath); install-cni drops the conflist", func() {
+		c.Apply(r, realnode.WithUnderlay(r, realnode.Manifest(r)))
+		if err := c.WaitSystemReady("kube-system", 180*time.Second); err != nil {
+			r.Fatalf("%v\n%s", err, c.Describe("kube-system", 10))
+		}
 		for _, n := range c.Nodes {
 			if err := c.WaitNode(n.Name, realnode.Ready(true), 60*time.Second); err != nil {
 				r.Fatalf("%v", err)
