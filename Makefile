@@ -25,12 +25,13 @@ BENCH_COUNT ?= 5
 # override it for a build of your own: make images VERSION=0.1.1-rc1.
 VERSION ?= $(shell cat manifests/VERSION)
 
-.PHONY: all build deps tools test unit itest bench lint proto generate verify demo clean-itest clean help images manifests
+.PHONY: all build deps tools test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help images manifests
 
 all: build
 
 help:
 	@echo "make demo        bring up a local multi-node cluster and print its connectivity"
+	@echo "make demo-kubelet  the same with real kubelet + containerd nodes"
 	@echo "make test        install dependencies and run every test (unit + integration)"
 	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs)"
 	@echo "make lint        go vet + staticcheck"
@@ -42,7 +43,9 @@ help:
 deps:
 	@bash itest/scripts/deps.sh
 
-# kube-apiserver and etcd from the pinned tools module, cached per machine.
+# Upstream tools, each group cached per machine: kube-apiserver and etcd
+# (itest/tools), kubelet, kube-scheduler, kube-controller-manager and agnhost
+# (itest/tools/kube), containerd v2, and the reference CNI plugins.
 tools:
 	@$(GO) run ./itest/upstream/cmd/ensure-tools >/dev/null
 
@@ -126,6 +129,11 @@ manifests:
 
 demo: deps tools
 	$(GO) run ./itest/cmd/demo $(DEMO_ARGS)
+
+# Real kubelet + containerd nodes (itest/realnode): pods created through the
+# apiserver, networked by the CNI containerd calls.
+demo-kubelet: deps tools
+	$(GO) run ./itest/cmd/demo --kubelet $(DEMO_ARGS)
 
 clean-itest:
 	@bash itest/scripts/clean-itest.sh

@@ -226,6 +226,24 @@ var flagKeys = map[string]string{
 // SWITCHYARD_<KEY> environment variables (e.g. SWITCHYARD_BRIDGE_NAME),
 // then flags that were set.
 func Load(path string, fs *pflag.FlagSet) (*Config, error) {
+	c, err := read(path, fs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
+	}
+	return c, nil
+}
+
+// LoadUnvalidated is Load without Validate, for a process that reads a few
+// keys of the agent's config in a container that has none of the agent's
+// files: switchyard-ovs reads the bridge and OVS keys from the same
+// ConfigMap, in an image without the plugin binaries the config names
+// (validating them there failed every OVS pod).
+func LoadUnvalidated(path string) (*Config, error) { return read(path, nil) }
+
+func read(path string, fs *pflag.FlagSet) (*Config, error) {
 	v := viper.New()
 	setDefaults(v)
 	v.SetEnvPrefix("SWITCHYARD")
@@ -268,9 +286,6 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	}
 	if c.Bridge.DatapathType == DatapathAuto {
 		c.Bridge.DatapathType = DetectDatapath(ThisHost())
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
 	}
 	return &c, nil
 }

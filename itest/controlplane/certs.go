@@ -29,7 +29,7 @@ func writePEM(path, typ string, der []byte) error {
 
 // makePKI creates a throwaway CA, a serving certificate for 127.0.0.1 signed
 // by it, and the service-account signing key pair.
-func makePKI(dir string) (*pki, error) {
+func makePKI(dir string, extraIPs []net.IP) (*pki, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,8 @@ func makePKI(dir string) (*pki, error) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost", "kubernetes.default.svc"},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, extraIPs...),
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	if err != nil {

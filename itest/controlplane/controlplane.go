@@ -42,6 +42,11 @@ type ControlPlane struct {
 	CAFile string
 	// Dir holds data, keys and logs.
 	Dir string
+	// ServiceAccountKeyFile is the PEM key that signs service-account
+	// tokens; a kube-controller-manager needs it to mint them.
+	ServiceAccountKeyFile string
+	// Port is the apiserver's secure port.
+	Port int
 
 	etcd, apiserver *testenv.Process
 	apiserverSpec   testenv.ProcessSpec
@@ -51,6 +56,17 @@ type ControlPlane struct {
 type Options struct {
 	// SecurePort fixes the apiserver's port; zero picks a free one.
 	SecurePort int
+	// AdvertiseAddress, if set, is the address the apiserver publishes as
+	// the endpoint of the default/kubernetes Service (with the lease
+	// reconciler) and puts in its serving certificate, for clients that
+	// reach it from elsewhere than loopback, such as real nodes' pods.
+	// The apiserver still listens on loopback; whoever sets this makes the
+	// address reach it (itest/realnode forwards it into its fabric).
+	AdvertiseAddress net.IP
+	// ServiceAccounts keeps the ServiceAccount admission plugin on (pods
+	// get their token volume); only for a run that also has a
+	// kube-controller-manager creating each namespace's default account.
+	ServiceAccounts bool
 }
 
 // Start builds (or reuses cached) upstream binaries, starts etcd and
@@ -90,7 +106,13 @@ func freePort() (int, error) {
 }
 
 func (cp *ControlPlane) start(bin string, opts Options) error {
-	keys, err := makePKI(cp.Dir)
+	var extraIPs []net.IP
+	if opts.AdvertiseAddress != nil {
+		// The first Service IP is the kubernetes Service's ClusterIP, which
+		// in-cluster clients dial.
+		extraIPs = append(extraIPs, opts.AdvertiseAddress, net.IPv4(10, 96, 0, 1))
+	}
+	keys, err := makePKI(cp.Dir, extraIPs)
 	if err != nil {
 		return err
 	}
@@ -131,11 +153,25 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 		return err
 	}
 	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	cp.Port = ports[2]
+	cp.ServiceAccountKeyFile = keys.saKey
+	advertise, reconciler := "127.0.0.1", "none"
+	if opts.AdvertiseAddress != nil {
+		advertise, reconciler = opts.AdvertiseAddress.String(), "lease"
+	}
+	admission := []string{
+		// No controller-manager runs here to create each namespace's
+		// "default" ServiceAccount, which that admission plugin insists on.
+		"--disable-admission-plugins=ServiceAccount",
+	}
+	if opts.ServiceAccounts {
+		admission = nil
+	}
 	cp.apiserverSpec = testenv.ProcessSpec{
 		Name: "kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Dir: cp.Dir,
 		Args: []string{
 			"--etcd-servers=" + clientURL,
-			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[2]),
+			"--bind-address=127.0.0.1", "--advertise-address=" + advertise, fmt.Sprintf("--secure-port=%d", ports[2]),
 			"--tls-cert-file=" + keys.servingCert, "--tls-private-key-file=" + keys.servingKey,
 			"--token-auth-file=" + tokenFile,
 			"--authorization-mode=RBAC",
@@ -143,13 +179,11 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 			"--service-account-key-file=" + keys.saPub,
 			"--service-account-signing-key-file=" + keys.saKey,
 			"--service-cluster-ip-range=" + ServiceCIDR,
-			// No controller-manager runs here to create each namespace's
-			// "default" ServiceAccount, which that admission plugin insists on.
-			"--disable-admission-plugins=ServiceAccount",
-			"--endpoint-reconciler-type=none",
+			"--endpoint-reconciler-type=" + reconciler,
 			"--allow-privileged=true", "--profiling=false", "--v=1",
 		},
 	}
+	cp.apiserverSpec.Args = append(cp.apiserverSpec.Args, admission...)
 	cp.apiserver, err = testenv.StartProcess(cp.apiserverSpec)
 	if err != nil {
 		return err

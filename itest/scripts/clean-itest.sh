@@ -34,6 +34,34 @@ for r in /proc/[0-9]*/root; do
   alive "$run" && continue
   kill -9 "$pid" 2>/dev/null && echo "clean-itest: killed $pid (chrooted in $root)"
 done
+# Real nodes (itest/realnode): pods live in a cgroup root named after the
+# node (/syt<run>-k<i> in every hierarchy) and outlive kubelet and
+# containerd, so they are killed through their cgroups, which are then
+# removed deepest first.
+for h in $(awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts); do
+  for root in "$h"/syt[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-*; do
+    [ -d "$root" ] || continue
+    run=$(basename "$root" | cut -c1-9)
+    alive "$run" && continue
+    for i in 1 2 3 4 5; do
+      find "$root" -name cgroup.procs -o -name tasks 2>/dev/null | xargs -r cat 2>/dev/null | xargs -r kill -9 2>/dev/null
+      find "$root" -depth -type d -exec rmdir {} + 2>/dev/null
+      [ -d "$root" ] || break
+      sleep 0.2
+    done
+    [ -d "$root" ] && echo "clean-itest: could not remove cgroup $root" || echo "clean-itest: removed cgroup $root"
+  done
+done
+# A real node's mount namespace is held by a bind mount of its nsfs file
+# under the node's run directory; unmounting it (with nothing left inside)
+# frees the namespace and every mount in it.
+if [ -d "$base" ]; then
+  awk '{print $2}' /proc/self/mounts | grep "^$base/syt[0-9a-f]\{6\}-" | sort -r | while read -r m; do
+    run=$(sed "s|$base/||" <<<"$m" | cut -c1-9)
+    alive "$run" && continue
+    umount -l "$m" && echo "clean-itest: unmounted $m"
+  done
+fi
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^syt[0-9a-f]\{6\}-'); do
   alive "${ns:0:9}" && continue
   for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done

@@ -69,7 +69,9 @@ func ovsFlags(fs *flag.FlagSet, o *ovsrun.Options) *string {
 // resolves auto the way the agent does.
 func resolve(cfgPath string, o *ovsrun.Options) error {
 	if cfgPath != "" {
-		c, err := config.Load(cfgPath, nil)
+		// Not Load: the config names plugin binaries that live in the
+		// agent's image, not in this one.
+		c, err := config.LoadUnvalidated(cfgPath)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@
 // OVS bridges, and a connectivity table. It is what `make demo` runs.
 //
 // With -hold it keeps the cluster up until Ctrl-C, printing how to reach it.
+// With -kubelet (make demo-kubelet) the nodes are real kubelets with
+// containerd instead, and pods are created through the apiserver.
 package main
 
 import (
@@ -23,11 +25,27 @@ import (
 func main() {
 	nodes := flag.Int("nodes", 3, "number of nodes")
 	hold := flag.Bool("hold", false, "keep the cluster running until Ctrl-C")
+	kubelet := flag.Bool("kubelet", false, "run real kubelet + containerd nodes (make demo-kubelet); -nodes defaults to 2 then")
 	flag.Parse()
 
 	r := testenv.NewRunner()
 	defer r.Close()
 	testenv.RequireRoot(r)
+
+	if *kubelet {
+		n := *nodes
+		if !isFlagSet("nodes") {
+			n = 2
+		}
+		ok := runKubelet(r, n, *hold)
+		r.Close()
+		if !ok {
+			fmt.Fprintln(os.Stderr, "demo: connectivity differs from what was expected")
+			os.Exit(1)
+		}
+		fmt.Println("demo: everything torn down.")
+		return
+	}
 
 	step := func(what string, f func()) {
 		start := time.Now()
@@ -138,4 +156,10 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("demo: everything torn down.")
+}
+
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

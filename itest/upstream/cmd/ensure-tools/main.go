@@ -1,6 +1,9 @@
-// Command ensure-tools builds (or finds cached) kube-apiserver and etcd and
-// prints the directory holding them. `make tools` runs it so that the long
-// first build happens before, not inside, a test's timeout.
+// Command ensure-tools builds (or finds cached) every upstream tool the
+// harness runs and prints the directories holding them, one a line: the
+// control plane (kube-apiserver, etcd), the kube group (kubelet,
+// kube-scheduler, kube-controller-manager, agnhost), containerd and the
+// reference CNI plugins. `make tools` runs it so that the long first builds
+// happen before, not inside, a test's timeout.
 package main
 
 import (
@@ -17,9 +20,18 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	dir, err := upstream.Ensure(toolsDir, func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) })
-	if err != nil {
-		log.Fatal(err)
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	steps := []func() (string, error){
+		func() (string, error) { return upstream.EnsureGroup(toolsDir, upstream.Control, logf) },
+		func() (string, error) { return upstream.EnsureGroup(toolsDir, upstream.Kube, logf) },
+		func() (string, error) { return upstream.EnsureContainerd(logf) },
+		func() (string, error) { return upstream.EnsureCNIPlugins(logf) },
 	}
-	fmt.Println(dir)
+	for _, step := range steps {
+		dir, err := step()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(dir)
+	}
 }
