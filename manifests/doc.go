@@ -8,8 +8,9 @@
 // with the package image; docs/ is the operator documentation.
 //
 // The controller serves its distribution API with the certificate in the
-// Secret switchyard-controller-tls (tls.crt, tls.key, and ca.crt, the CA
-// the agents' netpol plugin trusts: the agent mounts that key alone).
+// Secret switchyard-controller-tls, which it creates (self-signed, with its
+// CA) when absent, and publishes the CA alone in the ConfigMap
+// switchyard-controller-ca, which the agents read through the apiserver.
 package manifests
 
 import "embed"
