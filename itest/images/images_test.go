@@ -14,8 +14,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/sys/unix"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"golang.org/x/sys/unix"
 
 	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/netns"

@@ -18,7 +18,7 @@ type options struct {
 }
 
 type result struct {
-	ref, file, digest         string
+	ref, file, digest        string
 	layerBytes, archiveBytes int64
 }
 
