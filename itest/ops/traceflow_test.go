@@ -130,6 +130,21 @@ func TestTraceflowObject(t *testing.T) {
 			t.Errorf("verdict %+v, want dropped by warden in its table", v)
 		}
 	})
+	t.Run("a node that does not answer fails the trace at its timeout", func(t *testing.T) {
+		// Last: node-2's agent stays down. Its flows stay on the switch,
+		// so node-1 still traces the packet into the tunnel toward it.
+		e.agents[n2.Name].Process.Stop(5 * time.Second)
+		start := time.Now()
+		tf, took := e.runTraceflow(t, "silent", crdv1.TraceflowSpec{Source: "ops/tf-a", DestinationPod: "ops/tf-c", Protocol: "tcp", Port: 80, TimeoutSeconds: 3})
+		st := tf.Status
+		if st.Phase != crdv1.TraceflowFailed || !strings.Contains(st.Reason, "node "+n2.Name+" did not continue the trace within 3s") || len(st.Nodes) != 1 {
+			t.Fatalf("status %+v, want Failed after node-1's part, naming %s and the timeout", st, n2.Name)
+		}
+		if took < 3*time.Second || time.Since(start) > 20*time.Second {
+			t.Errorf("failed after %v, want soon after the 3 s timeout", took)
+		}
+		t.Logf("failed after %v: %s", took, st.Reason)
+	})
 	t.Run("a source that does not exist fails with the reason", func(t *testing.T) {
 		tf, _ := e.runTraceflow(t, "nosource", crdv1.TraceflowSpec{Source: "ops/ghost", DestinationIP: b.IP().String(), Protocol: "tcp", Port: 80})
 		if tf.Status.Phase != crdv1.TraceflowFailed || !strings.Contains(tf.Status.Reason, "ops/ghost does not exist") {
