@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"switchyard.dev/switchyard/itest/testenv"
 )
@@ -41,12 +42,9 @@ func ProductImages(t testenv.T, images ...string) []string {
 		}
 		return files
 	}
-	out := testenv.Dir(t, "img")
-	cmd := exec.Command("go", "run", "./manifests/cmd/build-images", "-version", version, "-out", out, "-only", strings.Join(images, ","))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building images: %v\n%s", err, b)
+	out, err := buildOnce(root, version, images)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 	var files []string
 	for _, img := range images {
@@ -85,4 +83,48 @@ func WithUnderlay(t testenv.T, yml []byte) []byte {
 		t.Fatalf("switchyard.yml has no line %q to enable", commented)
 	}
 	return []byte(strings.Replace(string(yml), commented, "underlay: {bridge: br-phy, interface: eth0}", 1))
+}
+
+// built caches the image archives per set of images for the whole test
+// binary: building them takes minutes, and every real-node test installs
+// the same ones. RemoveBuiltImages (from TestMain) deletes them.
+var built struct {
+	sync.Mutex
+	dirs map[string]string
+}
+
+func buildOnce(root, version string, images []string) (string, error) {
+	key := version + "\x00" + strings.Join(images, ",")
+	built.Lock()
+	defer built.Unlock()
+	if d, ok := built.dirs[key]; ok {
+		return d, nil
+	}
+	out, err := os.MkdirTemp("", "switchyard-itest-images-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "run", "./manifests/cmd/build-images", "-version", version, "-out", out, "-only", strings.Join(images, ","))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(out)
+		return "", fmt.Errorf("building images: %v\n%s", err, b)
+	}
+	if built.dirs == nil {
+		built.dirs = map[string]string{}
+	}
+	built.dirs[key] = out
+	return out, nil
+}
+
+// RemoveBuiltImages deletes the archives ProductImages built; call it from
+// TestMain after the tests ran.
+func RemoveBuiltImages() {
+	built.Lock()
+	defer built.Unlock()
+	for k, d := range built.dirs {
+		os.RemoveAll(d)
+		delete(built.dirs, k)
+	}
 }

@@ -32,6 +32,7 @@ func runKubelet(r *testenv.Runner, nodes int, hold bool) bool {
 	step("building the switchyard-agent, switchyard-ovs and switchyard-controller images (make images; SWITCHYARD_IMAGE_DIR reuses built ones)", func() {
 		images = realnode.ProductImages(r)
 	})
+	defer realnode.RemoveBuiltImages()
 	var c *realnode.Cluster
 	step(fmt.Sprintf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and %d nodes (containerd %s + kubelet %s each, in their own network, mount and cgroup namespaces)", nodes, "v2.4.2", "v1.37.2"), func() {
 		c = realnode.Start(r, realnode.Options{Nodes: nodes, Images: images})

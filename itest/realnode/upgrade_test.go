@@ -1,0 +1,193 @@
+package realnode_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"switchyard.dev/switchyard/itest/netns"
+	"switchyard.dev/switchyard/itest/realnode"
+	"switchyard.dev/switchyard/itest/testenv"
+)
+
+// retag writes the image of archive under a new tag, as a new release of
+// the same build would be: the rollout replaces every agent pod all the
+// same.
+func retag(t *testing.T, archive, ref string) string {
+	t.Helper()
+	img, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatalf("reading %s: %v", archive, err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(testenv.Dir(t, "next"), "agent-next.tar")
+	if err := tarball.WriteToFile(out, tag, img); err != nil {
+		t.Fatalf("writing %s: %v", out, err)
+	}
+	return out
+}
+
+// TestAgentRollingUpdate: a pod keeps talking to a pod on the other node,
+// one UDP request every 20 ms, while the agent DaemonSet rolls to a new
+// image node by node. The agent owns no packet path: the flows stay in
+// ovs-vswitchd (its own DaemonSet, untouched) while the agent restarts and
+// re-syncs, so not one request may be lost.
+func TestAgentRollingUpdate(t *testing.T) {
+	imgs := realnode.ProductImages(t)
+	v, err := os.ReadFile("../../manifests/VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRef := "switchyard/switchyard-agent:" + strings.TrimSpace(string(v))
+	newRef := oldRef + "-next"
+	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: append(imgs, retag(t, imgs[0], newRef))})
+	c.Apply(t, realnode.WithUnderlay(t, realnode.Manifest(t)))
+	for _, n := range c.Nodes {
+		if err := c.WaitNode(n.Name, realnode.Ready(true), 180*time.Second); err != nil {
+			t.Fatalf("%v\nkube-system:\n%s", err, c.Describe("kube-system", 15))
+		}
+	}
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	c.CreatePod(t, "default", realnode.AgnhostPod("server", n2.Name, corev1.RestartPolicyAlways, "netexec", "--http-port=8080", "--udp-port=8081"))
+	c.CreatePod(t, "default", realnode.AgnhostPod("client", n1.Name, corev1.RestartPolicyAlways, "netexec", "--http-port=8080"))
+	var ips [2]string
+	for i, pn := range []string{"server", "client"} {
+		p, err := c.WaitPod("default", pn, realnode.Running, 120*time.Second)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, c.Describe("default", 10))
+		}
+		ips[i] = p.Status.PodIP
+	}
+	server, client := ips[0], ips[1]
+	// The harness asks the client pod (from node-1's host network) to send
+	// one UDP request to the server pod on node-2 and say whether it got
+	// the answer: netexec's /dial.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return netns.Dial(n1.NetNS, network, addr, 2*time.Second)
+		}}}
+	url := fmt.Sprintf("http://%s/dial?request=hostname&protocol=udp&host=%s&port=8081&tries=1", net.JoinHostPort(client, "8080"), server)
+	probe := func() error {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var r struct{ Responses, Errors []string }
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%v: %s", err, b)
+		}
+		if len(r.Responses) != 1 || r.Responses[0] != "server" {
+			return fmt.Errorf("no answer from the server pod: %s", b)
+		}
+		return nil
+	}
+	if err := testenv.Eventually("client pod reaching the server pod", 60*time.Second, 200*time.Millisecond, probe); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var sent int
+	var lost []string
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			err := probe()
+			mu.Lock()
+			sent++
+			if err != nil {
+				lost = append(lost, time.Now().Format("15:04:05.000")+" "+err.Error())
+			}
+			mu.Unlock()
+		}
+	}()
+
+	ctx := context.Background()
+	ds, err := c.CP.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "switchyard-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every container of the agent pod that runs the agent image moves to
+	// the new one, as `kubectl set image` would.
+	var patch []map[string]any
+	for kind, cs := range map[string][]corev1.Container{"initContainers": ds.Spec.Template.Spec.InitContainers, "containers": ds.Spec.Template.Spec.Containers} {
+		for i, ctr := range cs {
+			if ctr.Image == oldRef {
+				patch = append(patch, map[string]any{"op": "replace", "path": fmt.Sprintf("/spec/template/spec/%s/%d/image", kind, i), "value": newRef})
+			}
+		}
+	}
+	if len(patch) == 0 {
+		t.Fatalf("no container of the agent DaemonSet runs %s", oldRef)
+	}
+	body, _ := json.Marshal(patch)
+	started := time.Now()
+	if _, err := c.CP.Client.AppsV1().DaemonSets("kube-system").Patch(ctx, "switchyard-agent", types.JSONPatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.Eventually("the agent DaemonSet rolled out", 240*time.Second, 500*time.Millisecond, func() error {
+		ds, err := c.CP.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "switchyard-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		st := ds.Status
+		if st.ObservedGeneration < ds.Generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled ||
+			st.NumberAvailable != st.DesiredNumberScheduled || st.NumberUnavailable != 0 {
+			return fmt.Errorf("status %+v", st)
+		}
+		pods, err := c.CP.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=switchyard,component=agent"})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || p.Spec.Containers[0].Image != newRef {
+				return fmt.Errorf("agent pod %s still runs %s", p.Name, p.Spec.Containers[0].Image)
+			}
+		}
+		return nil
+	})
+	rolled := time.Since(started)
+	time.Sleep(2 * time.Second) // the new agents' first seconds, under traffic
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.Describe("kube-system", 15))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("rolled 2 agent pods to %s in %v; %d requests pod to pod across nodes, %d lost", newRef, rolled.Round(time.Millisecond), sent, len(lost))
+	if sent < 100 {
+		t.Errorf("only %d requests sent during the rollout", sent)
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of %d requests lost during the rollout:\n%s", len(lost), sent, strings.Join(lost, "\n"))
+	}
+}
