@@ -143,12 +143,12 @@ func dash(s string) string {
 }
 
 func getCmd(o *options) *cobra.Command {
-	var plugin, table, policy string
+	var plugin, table, policy, kubeconfig string
 	get := &cobra.Command{
-		Use:       "get plugins|tables|flows|resources|policies",
+		Use:       "get plugins|tables|flows|resources|policies|agents",
 		Short:     "Show the agent's plugins, table layout, flows (with their owner), shared resources, or the policies netpol realized here",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"plugins", "tables", "flows", "resources", "policies"},
+		ValidArgs: []string{"plugins", "tables", "flows", "resources", "policies", "agents"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
@@ -179,6 +179,8 @@ func getCmd(o *options) *cobra.Command {
 				})
 			case "flows", "flow":
 				return getFlows(ctx, o, c, w, plugin, table)
+			case "agents", "agent":
+				return listAgents(cmd.Context(), o, w, kubeconfig)
 			case "policies", "policy":
 				p, err := getPolicies(ctx, c, policy)
 				if err != nil {
@@ -200,11 +202,12 @@ func getCmd(o *options) *cobra.Command {
 					}
 				})
 			}
-			return &ExitError{ExitUsage, fmt.Errorf("get %q: say plugins, tables, flows, resources or policies", args[0])}
+			return &ExitError{ExitUsage, fmt.Errorf("get %q: say plugins, tables, flows, resources, policies or agents", args[0])}
 		},
 	}
 	get.Flags().StringVar(&plugin, "plugin", "", "only this plugin's")
 	get.Flags().StringVar(&table, "table", "", "only this table's (by name)")
+	get.Flags().StringVar(&kubeconfig, "kubeconfig", "", "get agents: kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
 	get.Flags().StringVar(&policy, "policy", "", "get policies: only this policy's rules (as netpol names it, e.g. ns/name)")
 	return get
 }

@@ -141,7 +141,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"no agent", []string{"--socket", "/nonexistent/agent.sock", "status"}, ExitUnreachable, "is switchyard-agent running on this node?"},
 		{"bad output", []string{"-o", "xml", "status"}, ExitUsage, "use table, json or yaml"},
-		{"bad get", []string{"--socket", "/nonexistent", "get", "frobs"}, ExitUsage, "say plugins, tables, flows or resources"},
+		{"bad get", []string{"--socket", "/nonexistent", "get", "frobs"}, ExitUsage, "say plugins, tables, flows, resources, policies or agents"},
 		{"trace without a source", []string{"trace", "--to", "10.0.0.1"}, ExitUsage, "--from NAMESPACE/POD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

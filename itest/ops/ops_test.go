@@ -306,7 +306,7 @@ func TestOperability(t *testing.T) {
 		if len(nas) != 2 || nas[0].Name != n1.Name || nas[1].Name != n2.Name {
 			t.Errorf("agents %v, want %s and %s", nas, n1.Name, n2.Name)
 		}
-		table, _, _ := e.yardctl(t, n1, "agents", "--kubeconfig", e.cp.Kubeconfig)
+		table, _, _ := e.yardctl(t, n1, "get", "agents", "--kubeconfig", e.cp.Kubeconfig)
 		if !strings.Contains(table, "podnet=synced,tunnel=synced,warden=synced") {
 			t.Errorf("yardctl agents:\n%s", table)
 		}
