@@ -130,7 +130,7 @@ func TestOperability(t *testing.T) {
 			t.Errorf("status: ready=%v with %d plugins, want ready with podnet, tunnel, warden:\n%s", s.Ready, len(s.Plugins), out)
 		}
 		_, errOut, code := e.yardctl(t, n1, "get", "frobs")
-		if code != yardctl.ExitUsage || !strings.Contains(errOut, "plugins, tables, flows or resources") {
+		if code != yardctl.ExitUsage || !strings.Contains(errOut, "plugins, tables, flows, resources, policies or agents") {
 			t.Errorf("get frobs: exit %d, stderr %q; want %d and a hint", code, errOut, yardctl.ExitUsage)
 		}
 	})
