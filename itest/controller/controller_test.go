@@ -99,12 +99,16 @@ func startController(t *testing.T, e *env) {
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, "listening for metrics", err)
 	e.metricsAddr = ml.Addr().String()
+	runController(t, app.Config{Kube: e.cp.Config, Listener: l, AllowedServiceAccounts: []string{"kube-system/" + agentSA}, LogSize: 1024,
+		MetricsListener: ml})
+}
+
+// runController runs the controller in-process with cfg and stops it on
+// cleanup, failing the test if it exits with an error or does not stop.
+func runController(t *testing.T, cfg app.Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, app.Config{Kube: e.cp.Config, Listener: l, AllowedServiceAccounts: []string{"kube-system/" + agentSA}, LogSize: 1024,
-			MetricsListener: ml})
-	}()
+	go func() { done <- app.Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

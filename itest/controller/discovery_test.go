@@ -76,23 +76,8 @@ func TestControllerFoundThroughService(t *testing.T) {
 	hostIP := hostAddress(t)
 	l, err := net.Listen("tcp", net.JoinHostPort(hostIP, "0"))
 	must(t, "listening", err)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(runCtx, app.Config{Kube: cp.Config, Listener: l, TLS: credentials.NewServerTLSFromCert(&cert),
-			AllowedServiceAccounts: []string{"kube-system/" + agentSA}, Log: slog.New(slog.DiscardHandler)})
-	}()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller exited with: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller did not stop within 30s")
-		}
-	})
+	runController(t, app.Config{Kube: cp.Config, Listener: l, TLS: credentials.NewServerTLSFromCert(&cert),
+		AllowedServiceAccounts: []string{"kube-system/" + agentSA}, Log: slog.New(slog.DiscardHandler)})
 
 	// The Service as manifests/controller.yaml declares it, and the slice
 	// kube-controller-manager would write for the hostNetwork controller.

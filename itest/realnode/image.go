@@ -1,21 +1,13 @@
 package realnode
 
 import (
-	"archive/tar"
-	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"switchyard.dev/switchyard/manifests/image"
 )
 
 // PauseImage is the sandbox image every node's containerd is pinned to. It
@@ -35,54 +27,17 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // `docker load` read) holding one image tagged ref: a single layer with the
 // static binary at /<base name>, run as entrypoint with args.
 func PackBinary(binary, ref, out string, args ...string) error {
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return err
-	}
-	body, err := os.ReadFile(binary)
-	if err != nil {
-		return err
-	}
 	target := "/" + filepath.Base(binary)
-	var layerTar bytes.Buffer
-	tw := tar.NewWriter(&layerTar)
-	if err := tw.WriteHeader(&tar.Header{Name: target[1:], Mode: 0o755, Size: int64(len(body)),
-		ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(body); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	layerBytes := layerTar.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	img, err := image.Build(image.Spec{
+		Layers:     []image.Layer{{Name: filepath.Base(binary), Files: []image.File{{Path: target, Mode: 0o755, Src: binary}}}},
+		Entrypoint: append([]string{target}, args...),
+		Env:        []string{"PATH=/"},
+		Epoch:      epoch,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("image %s: %w", ref, err)
 	}
-	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: v1.Time{Time: epoch}, CreatedBy: "switchyard itest/realnode: " + filepath.Base(binary),
-	}})
-	if err != nil {
-		return err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cf = cf.DeepCopy()
-	// containerd imports only images for its own platform.
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Created = v1.Time{Time: epoch}
-	cf.Config.Entrypoint = append([]string{target}, args...)
-	cf.Config.Env = []string{"PATH=/"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return err
-	}
-	if err := tarball.WriteToFile(out, tag, img); err != nil {
+	if err := image.WriteArchive(out, ref, img); err != nil {
 		return fmt.Errorf("writing image %s to %s: %w", ref, out, err)
 	}
 	return nil

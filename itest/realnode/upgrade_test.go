@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,23 +21,20 @@ import (
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/realnode"
 	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/manifests/image"
 )
 
-// retag writes the image of archive under a new tag, as a new release of
-// the same build would be: the rollout replaces every agent pod all the
-// same.
-func retag(t *testing.T, archive, ref string) string {
+// retag writes the image tagged from in archive under the tag to, as a
+// new release of the same build would be: the rollout replaces every agent
+// pod all the same.
+func retag(t *testing.T, archive, from, to string) string {
 	t.Helper()
-	img, err := tarball.ImageFromPath(archive, nil)
+	img, err := image.ReadArchive(archive, from)
 	if err != nil {
-		t.Fatalf("reading %s: %v", archive, err)
-	}
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading %s from %s: %v", from, archive, err)
 	}
 	out := filepath.Join(testenv.Dir(t, "next"), "agent-next.tar")
-	if err := tarball.WriteToFile(out, tag, img); err != nil {
+	if err := image.WriteArchive(out, to, img); err != nil {
 		t.Fatalf("writing %s: %v", out, err)
 	}
 	return out
@@ -58,7 +53,7 @@ func TestAgentRollingUpdate(t *testing.T) {
 	}
 	oldRef := "switchyard/switchyard-agent:" + strings.TrimSpace(string(v))
 	newRef := oldRef + "-next"
-	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: append(imgs, retag(t, imgs[0], newRef))})
+	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: append(imgs, retag(t, imgs[0], oldRef, newRef))})
 	c.Apply(t, realnode.WithUnderlay(t, realnode.Manifest(t)))
 	for _, n := range c.Nodes {
 		if err := c.WaitNode(n.Name, realnode.Ready(true), 180*time.Second); err != nil {
