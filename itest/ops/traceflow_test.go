@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/host/agent"
@@ -21,9 +22,13 @@ import (
 
 // runTraceflow creates a Traceflow, waits until it is no longer Running
 // and returns it with how long the cluster took to answer.
-func (e *env) runTraceflow(t *testing.T, name string, spec crdv1.TraceflowSpec) (*crdv1.Traceflow, time.Duration) {
+func (e *env) runTraceflow(t testing.TB, name string, spec crdv1.TraceflowSpec) (*crdv1.Traceflow, time.Duration) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(e.cp.Config)
+	// No client-side rate limit: the 5 ms poll below would otherwise be
+	// throttled to client-go's default 5 requests/s and time the limiter.
+	cfg := rest.CopyConfig(e.cp.Config)
+	cfg.QPS, cfg.Burst = 1000, 1000
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +46,7 @@ func (e *env) runTraceflow(t *testing.T, name string, spec crdv1.TraceflowSpec) 
 	}
 	t.Cleanup(func() { res.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	var tf crdv1.Traceflow
-	err = testenv.Eventually("Traceflow "+name+" to finish", 60*time.Second, 20*time.Millisecond, func() error {
+	err = testenv.Eventually("Traceflow "+name+" to finish", 60*time.Second, 5*time.Millisecond, func() error {
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"switchyard.dev/switchyard/host/agent"
@@ -209,11 +210,15 @@ func clusterAccess(a *agent.Agent, cfg *config.Config, acc *kube.Access) error {
 
 // serveTraceflows runs this node's part of the cluster's Traceflow objects.
 func serveTraceflows(ctx context.Context, a *agent.Agent, acc *kube.Access, log *slog.Logger) (stop func(), err error) {
-	kc, err := kubernetes.NewForConfig(acc.Config)
+	// Its own request budget: client-go's default (5/s, burst 10) would
+	// queue a burst of traces behind each other, three requests each.
+	cfg := rest.CopyConfig(acc.Config)
+	cfg.QPS, cfg.Burst = 50, 100
+	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(acc.Config)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
