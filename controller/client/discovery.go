@@ -153,22 +153,28 @@ func (d *ServiceDiscovery) TLSConfig(base *tls.Config) *tls.Config {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), dialCATimeout)
 		defer cancel()
-		for refresh := range 2 {
-			pool, err := d.caPool(ctx, refresh == 1)
+		inter := x509.NewCertPool()
+		for _, ic := range cs.PeerCertificates[1:] {
+			inter.AddCert(ic)
+		}
+		verify := func(refresh bool) (caErr, err error) {
+			pool, err := d.caPool(ctx, refresh)
 			if err != nil {
-				return err
-			}
-			inter := x509.NewCertPool()
-			for _, ic := range cs.PeerCertificates[1:] {
-				inter.AddCert(ic)
+				return err, nil
 			}
 			_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, DNSName: c.ServerName})
-			if err == nil {
-				return nil
-			}
-			if refresh == 1 {
-				return fmt.Errorf("the controller's certificate is not signed by the CA in ConfigMap %s/%s: %w", d.Addr.Namespace, d.CAConfigMap(), err)
-			}
+			return nil, err
+		}
+		// The cached CA first; on failure the published one, once.
+		if caErr, err := verify(false); caErr != nil || err == nil {
+			return caErr
+		}
+		caErr, err := verify(true)
+		if caErr != nil {
+			return caErr
+		}
+		if err != nil {
+			return fmt.Errorf("the controller's certificate is not signed by the CA in ConfigMap %s/%s: %w", d.Addr.Namespace, d.CAConfigMap(), err)
 		}
 		return nil
 	}
