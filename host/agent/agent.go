@@ -126,6 +126,7 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 	// Called under a.mu, from Plan.
 	a.store.KnownRound = func(owner string, round uint16) bool { return a.bornRounds[owner][round] }
 	a.ns.facts = BaseFacts(cfg)
+	a.ns.overhead = loadOverheads(a.overheadPath(), cfg.Plugins)
 	if len(cfg.Node.PodCIDRs) > 0 {
 		f, warn, err := kube.Facts(a.ns.facts, kube.Observed{}, cfg.Node, kube.Uplink)
 		if err != nil {

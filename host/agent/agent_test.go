@@ -190,7 +190,14 @@ func restartedAgent(t *testing.T, dir string) (*Agent, *fakeSwitch) {
 
 func newTestAgentIn(t *testing.T, dir string) (*Agent, *fakeSwitch, *fakeDB) {
 	t.Helper()
-	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: dir, Node: config.Node{MTU: 1500}}
+	return newTestAgentWith(t, dir, nil)
+}
+
+// newTestAgentWith builds an agent on dir whose config enables plugins.
+func newTestAgentWith(t *testing.T, dir string, plugins []config.Plugin) (*Agent, *fakeSwitch, *fakeDB) {
+	t.Helper()
+	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: dir, Node: config.Node{MTU: 1500},
+		Plugins: plugins}
 	sw := &fakeSwitch{events: make(chan openflow.Event)}
 	db := &fakeDB{ports: map[string]ovsdb.PortInfo{}}
 	a, err := New(cfg, sw, db, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -640,5 +647,101 @@ func TestSweepSparesHeldAndLearned(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"DEL cookie=0x1000300000000, table=255, priority=0 actions=drop"}, sw.textsSince(before)); diff != "" {
 		t.Errorf("sweep bundle (-want +got):\n%s", diff)
+	}
+}
+
+// TestSweepSparesPluginsNotBackYet: after an agent restart, plugins start
+// one after another. A sweep run before a plugin of the persisted layout
+// has registered again keeps that plugin's groups and meters (deleting a
+// group or meter deletes the flows that use it: its Services would go
+// dark until it re-submits them) and its flows; what belongs to nobody
+// still goes.
+func TestSweepSparesPluginsNotBackYet(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a1, _ := restartedAgent(t, dir)
+	register(t, a1, "a", tVal)
+	register(t, a1, "b", tRoute)
+	a2, sw := restartedAgent(t, dir) // b has not started yet in this process
+	register(t, a2, "a", tVal)
+	if _, err := a2.Synced(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	cookie := func(c uint64) openflow.FlowCookie { return openflow.FlowCookie{Cookie: c} }
+	sw.mu.Lock()
+	sw.cookies = []openflow.FlowCookie{
+		cookie(pipeline.Cookie(2, 1, 3)), // b's flow of its only round
+		cookie(pipeline.Cookie(1, 1, 0)), // a's round of the earlier process
+		cookie(pipeline.Cookie(9, 1, 0)), // a prefix nobody has
+	}
+	sw.groupDescs = []openflow.GroupDesc{{GroupID: pipeline.GroupID(2, 1)}, {GroupID: pipeline.GroupID(1, 9)}, {GroupID: pipeline.GroupID(9, 1)}}
+	sw.meters = []openflow.MeterStats{{MeterID: pipeline.MeterID(2, 1)}, {MeterID: pipeline.MeterID(1, 4)}}
+	sw.mu.Unlock()
+	res, err := a2.SweepForeign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(SweepResult{Flows: 2, Groups: 2, Meters: 1}, res); diff != "" {
+		t.Errorf("sweep counts (-want +got):\n%s", diff)
+	}
+	sw.mu.Lock()
+	var groups, meters []uint32
+	for _, m := range sw.bundles[len(sw.bundles)-1] {
+		if g, ok := m.(*openflow.GroupMod); ok {
+			groups = append(groups, g.GroupID)
+		}
+	}
+	for _, m := range sw.requests {
+		if mm, ok := m.(*openflow.MeterMod); ok && mm.Command == openflow.MeterDelete {
+			meters = append(meters, mm.MeterID)
+		}
+	}
+	sw.mu.Unlock()
+	if diff := cmp.Diff([]uint32{pipeline.GroupID(1, 9), pipeline.GroupID(9, 1)}, groups); diff != "" {
+		t.Errorf("swept groups (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint32{pipeline.MeterID(1, 4)}, meters); diff != "" {
+		t.Errorf("swept meters (-want +got):\n%s", diff)
+	}
+
+	// Once b is back (a new round of this process) and synced, what it did
+	// not write again is its own stale state and goes.
+	register(t, a2, "b", tRoute)
+	if _, err := a2.Synced(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	sw.mu.Lock()
+	sw.cookies, sw.requests = nil, nil
+	sw.groupDescs = []openflow.GroupDesc{{GroupID: pipeline.GroupID(2, 1)}}
+	sw.meters = []openflow.MeterStats{{MeterID: pipeline.MeterID(2, 1)}}
+	sw.mu.Unlock()
+	if res, err = a2.SweepForeign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(SweepResult{Groups: 1, Meters: 1}, res); diff != "" {
+		t.Errorf("sweep counts once b is back (-want +got):\n%s", diff)
+	}
+}
+
+// TestNoSweepBeforeEveryPluginLaunched: the first plugin to sync after an
+// agent restart does not trigger the foreign sweep while enabled plugins
+// are still to be launched.
+func TestNoSweepBeforeEveryPluginLaunched(t *testing.T) {
+	ctx := context.Background()
+	a, sw, _ := newTestAgent(t)
+	a.cfg.Plugins = []config.Plugin{{Name: "a"}, {Name: "b"}}
+	a.plugins["a"] = &runner{state: StateSynced}
+	sw.mu.Lock()
+	sw.groupDescs = []openflow.GroupDesc{{GroupID: 77}}
+	sw.mu.Unlock()
+	before := sw.count()
+	a.sweepIfAllSynced(ctx)
+	if n := sw.count() - before; n != 0 {
+		t.Fatalf("swept (%d bundles) with plugin b not launched yet", n)
+	}
+	a.plugins["b"] = &runner{state: StateSynced}
+	a.sweepIfAllSynced(ctx)
+	if n := sw.count() - before; n != 1 {
+		t.Fatalf("%d sweep bundles once every plugin is synced, want 1", n)
 	}
 }

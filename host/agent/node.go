@@ -2,10 +2,13 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -163,6 +166,9 @@ func (a *Agent) setOverhead(ctx context.Context, plugin string, n int) {
 	} else {
 		a.ns.overhead[plugin] = n
 	}
+	if err := saveOverheads(a.overheadPath(), a.ns.overhead); err != nil {
+		a.log.Warn("recording the declared encapsulation overheads failed; after a restart the pod MTU may flap until the plugins are back", "error", err)
+	}
 	old := a.ns.facts
 	a.ns.facts = a.podMTULocked(old)
 	f, known := a.ns.facts, a.ns.known
@@ -278,4 +284,50 @@ func (a *Agent) WaitReady(ctx context.Context, bound time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// overheadPath is where the declared encapsulation overheads outlive the
+// agent process. A restarted agent starts its plugins one by one: without
+// the record, the first ones would see the pod MTU without the tunnel's
+// overhead, podnet would set it on the gateway and the tunnel's return
+// would set it back; a port's MTU change makes ovs-vswitchd reconfigure
+// its userspace datapath, and packets of running pods met meanwhile are
+// dropped.
+func (a *Agent) overheadPath() string { return filepath.Join(a.cfg.RunDir, "overheads.json") }
+
+// loadOverheads reads the overheads an earlier agent process recorded,
+// keeping only the plugins enabled now (a plugin no longer enabled
+// declares nothing). A missing or unreadable record is an empty one: the
+// plugins declare their overheads again as they register.
+func loadOverheads(path string, enabled []config.Plugin) map[string]int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return map[string]int{}
+	}
+	var rec map[string]int
+	if json.Unmarshal(b, &rec) != nil {
+		return map[string]int{}
+	}
+	out := map[string]int{}
+	for _, p := range enabled {
+		if n := rec[p.Name]; n > 0 {
+			out[p.Name] = n
+		}
+	}
+	return out
+}
+
+func saveOverheads(path string, m map[string]int) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -71,3 +71,36 @@ func TestStaticFactsFromConfig(t *testing.T) {
 		t.Errorf("static facts %+v known=%v", f, b.ns.known)
 	}
 }
+
+// TestOverheadsOutliveTheAgent: a restarted agent knows the overheads its
+// plugins declared before, so the pod MTU its first plugins see already
+// has the tunnel's share (no gateway MTU flap while the tunnel plugin is
+// still to start). A plugin no longer enabled declares nothing.
+func TestOverheadsOutliveTheAgent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	facts := sdk.NodeFacts{Name: "n", MTU: 1500, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}
+	a1, _, _ := newTestAgentIn(t, dir)
+	a1.SetNodeFacts(ctx, facts)
+	a1.setOverhead(ctx, "tunnel", 50)
+	a1.setOverhead(ctx, "other", 70)
+
+	tests := []struct {
+		name    string
+		enabled []config.Plugin
+		want    int
+	}{
+		{"both still enabled", []config.Plugin{{Name: "podnet"}, {Name: "tunnel"}, {Name: "other"}}, 1430},
+		{"other disabled", []config.Plugin{{Name: "podnet"}, {Name: "tunnel"}}, 1450},
+		{"no encapsulating plugin", []config.Plugin{{Name: "podnet"}}, 1500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a2, _, _ := newTestAgentWith(t, dir, tt.enabled)
+			a2.SetNodeFacts(ctx, facts) // before any plugin registers
+			if got := a2.NodeFacts().PodMTU; got != tt.want {
+				t.Errorf("pod MTU after the restart %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -27,10 +27,21 @@ type SweepResult struct {
 
 // sweepIfAllSynced runs the foreign sweep once every enabled plugin is
 // synced (a failed plugin keeps what it has: its current round stays).
+// Plugins start one after another, so the first to sync must not sweep
+// for the ones not launched yet: every enabled plugin needs a runner.
 func (a *Agent) sweepIfAllSynced(ctx context.Context) {
 	a.pmu.Lock()
 	rs := slices.Collect(maps.Values(a.plugins))
+	launched := true
+	for _, p := range a.cfg.Plugins {
+		if a.plugins[p.Name] == nil {
+			launched = false
+		}
+	}
 	a.pmu.Unlock()
+	if !launched {
+		return
+	}
 	for _, r := range rs {
 		r.mu.Lock()
 		st := r.state
@@ -131,7 +142,7 @@ func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
 		return res, fmt.Errorf("dump groups: %w", err)
 	}
 	for _, g := range groups {
-		if !held[g.GroupID] {
+		if !held[g.GroupID] && !a.notBackYet(pipeline.GroupPrefix(g.GroupID)) {
 			msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: g.GroupID})
 			res.Groups++
 		}
@@ -146,7 +157,7 @@ func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
 		return res, fmt.Errorf("dump meters: %w", err)
 	}
 	for _, m := range meters {
-		if heldMeters[m.MeterID] {
+		if heldMeters[m.MeterID] || a.notBackYet(pipeline.MeterPrefix(m.MeterID)) {
 			continue
 		}
 		if _, err := a.sw.Request(ctx, &openflow.MeterMod{Command: openflow.MeterDelete, MeterID: m.MeterID}); err != nil {
@@ -157,4 +168,19 @@ func (a *Agent) SweepForeign(ctx context.Context) (SweepResult, error) {
 	}
 	a.log.Info("swept what no plugin owns", "flows", res.Flows, "cookie_zero_flows", zero, "groups", res.Groups, "meters", res.Meters)
 	return res, nil
+}
+
+// notBackYet reports whether prefix belongs to a plugin of the persisted
+// layout that has not registered with this agent process yet: its groups
+// and meters on the switch are its earlier incarnation's, still in use by
+// its flows (deleting a group or meter deletes the flows that use it), and
+// the store cannot know them until the plugin submits them again. The
+// caller holds a.lay.
+func (a *Agent) notBackYet(prefix uint16) bool {
+	name, known := a.arb.PluginByPrefix(prefix)
+	if !known {
+		return false
+	}
+	p, _ := a.arb.Plugin(name)
+	return !a.bornRounds[name][p.Round]
 }

@@ -47,3 +47,9 @@ func GroupID(prefix uint16, local uint32) uint32 { return uint32(prefix)<<24 | l
 // MeterID maps a plugin-local meter ID (1..1023) into the plugin's share.
 // Meter IDs stay below 2^18, the userspace datapath's limit.
 func MeterID(prefix uint16, local uint32) uint32 { return uint32(prefix)<<10 | local&0x3ff }
+
+// GroupPrefix is the cookie prefix whose share holds a global group ID.
+func GroupPrefix(global uint32) uint16 { return uint16(global >> 24) }
+
+// MeterPrefix is the cookie prefix whose share holds a global meter ID.
+func MeterPrefix(global uint32) uint16 { return uint16(global >> 10) }
