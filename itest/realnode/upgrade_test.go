@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,8 +76,10 @@ func TestAgentRollingUpdate(t *testing.T) {
 	server, client := ips[0], ips[1]
 	// The harness asks the client pod (from node-1's host network) to send
 	// one UDP request to the server pod on node-2 and say whether it got
-	// the answer: netexec's /dial.
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+	// the answer: netexec's /dial. netexec waits 5 s for a UDP answer; the
+	// HTTP timeout is longer so that a lost UDP request is told apart
+	// (netexec's error) from a client pod the harness could not reach.
+	hc := &http.Client{Timeout: 8 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return netns.Dial(n1.NetNS, network, addr, 2*time.Second)
 		}}}
@@ -99,6 +103,13 @@ func TestAgentRollingUpdate(t *testing.T) {
 	if err := testenv.Eventually("client pod reaching the server pod", 60*time.Second, 200*time.Millisecond, probe); err != nil {
 		t.Fatal(err)
 	}
+
+	// A change of an OVS port's MTU makes ovs-vswitchd reconfigure its
+	// userspace datapath, and packets met meanwhile are dropped; a
+	// restarting agent must leave the gateway as it is (its MTU flapped
+	// while the tunnel plugin was still to start, and a request was lost
+	// in about half the runs).
+	gwChanges := watchGatewayMTU(t, c.Nodes)
 
 	var mu sync.Mutex
 	var sent int
@@ -178,11 +189,54 @@ func TestAgentRollingUpdate(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	t.Logf("rollout started %s", started.Format("15:04:05.000"))
 	t.Logf("rolled 2 agent pods to %s in %v; %d requests pod to pod across nodes, %d lost", newRef, rolled.Round(time.Millisecond), sent, len(lost))
 	if sent < 100 {
 		t.Errorf("only %d requests sent during the rollout", sent)
 	}
+	if ch := gwChanges(); len(ch) > 0 {
+		t.Errorf("the gateway's MTU changed during the rollout:\n%s", strings.Join(ch, "\n"))
+	}
 	if len(lost) > 0 {
 		t.Errorf("%d of %d requests lost during the rollout:\n%s", len(lost), sent, strings.Join(lost, "\n"))
+	}
+}
+
+// watchGatewayMTU follows the podnet gateway (sy-gw0) of every node through
+// netlink until the test ends; the function it returns lists the MTU
+// changes seen so far.
+func watchGatewayMTU(t *testing.T, nodes []*realnode.Node) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var changes []string
+	for _, n := range nodes {
+		var mtu int
+		updates, done := make(chan netlink.LinkUpdate, 64), make(chan struct{})
+		err := netns.Do(n.NetNS, func() error {
+			l, err := netlink.LinkByName("sy-gw0")
+			if err != nil {
+				return err
+			}
+			mtu = l.Attrs().MTU
+			return netlink.LinkSubscribe(updates, done)
+		})
+		if err != nil {
+			t.Fatalf("watching %s's gateway: %v", n.Name, err)
+		}
+		t.Cleanup(func() { close(done) })
+		go func() {
+			for u := range updates {
+				if a := u.Link.Attrs(); a.Name == "sy-gw0" && a.MTU != mtu {
+					mu.Lock()
+					changes = append(changes, fmt.Sprintf("%s %s: sy-gw0 MTU %d (was %d)", time.Now().Format("15:04:05.000"), n.Name, a.MTU, mtu))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(changes)
 	}
 }
