@@ -287,8 +287,12 @@ func (s *Switch) Stop() {
 	s.ovsdb.stop(10 * time.Second)
 }
 
-// Probe checks that both daemons of a switch with this run dir answer.
+// Probe checks that both daemons of a switch with this run dir answer;
+// while switchyard-ovs waits for its datapath it says why instead.
 func Probe(runDir string) error {
+	if why := unavailable(runDir); why != "" {
+		return errors.New(why)
+	}
 	if err := answers(filepath.Join(runDir, "db.sock"), "list_dbs"); err != nil {
 		return fmt.Errorf("ovsdb-server: %w", err)
 	}

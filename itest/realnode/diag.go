@@ -47,9 +47,9 @@ func (c *Cluster) Describe(ns string, logLines int) string {
 	return b.String()
 }
 
-// containerLog is the tail of every container log of pod p, read from its
+// ContainerLog is the tail of every container log of pod p, read from its
 // node's pod log directory.
-func (c *Cluster) containerLog(p *corev1.Pod, lines int) string {
+func (c *Cluster) ContainerLog(p *corev1.Pod, lines int) string {
 	n := c.node(p.Spec.NodeName)
 	if n == nil {
 		return ""

@@ -55,7 +55,7 @@ func (c *Cluster) Connectivity(t testenv.T, ns string, targets []*corev1.Pod, po
 			p, err := c.WaitPod(ns, j.pod, Finished, 90*time.Second)
 			if err != nil && p != nil {
 				// agnhost connect says why: timeout, refused, no route.
-				err = fmt.Errorf("%w; client log: %s", err, strings.TrimSpace(c.containerLog(p, 3)))
+				err = fmt.Errorf("%w; client log: %s", err, strings.TrimSpace(c.ContainerLog(p, 3)))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

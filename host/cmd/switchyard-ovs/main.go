@@ -3,7 +3,7 @@
 // a pod of its own so that upgrading the agent never restarts them.
 //
 //	switchyard-ovs run   --config /etc/switchyard/agent.yaml   # the container
-//	switchyard-ovs probe [--wait 10m]                            # readiness; wait for OVS
+//	switchyard-ovs probe [--wait 10m|--liveness]                 # readiness; wait for OVS; liveness
 //	switchyard-ovs uninstall ...                                 # see manifests/uninstall.yaml
 //	switchyard-ovs wait                                          # block until SIGTERM
 //
@@ -107,6 +107,14 @@ func run(args []string, log *slog.Logger) error {
 	o.Log = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// A datapath that cannot work is waited for, not crashed on: the pod
+	// stays up and unready with the reason in its events and log.
+	if err := ovsrun.WaitForDatapath(ctx, o, ovsrun.KernelDatapath, 5*time.Second); err != nil {
+		if ctx.Err() != nil {
+			return nil // deleted while waiting
+		}
+		return err
+	}
 	sw, err := ovsrun.Start(ctx, o)
 	if err != nil {
 		return err
@@ -118,8 +126,12 @@ func probe(args []string) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	runDir := fs.String("run-dir", "/var/run/openvswitch", "OVS run directory")
 	wait := fs.Duration("wait", 0, "keep probing this long until OVS answers (the agent pod's wait-for-ovs init container), saying why every 10s")
+	liveness := fs.Bool("liveness", false, "the container's liveness: also true while switchyard-ovs waits for a datapath it cannot use yet (it says why in its log and readiness)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *liveness {
+		return ovsrun.Alive(*runDir)
 	}
 	deadline := time.Now().Add(*wait)
 	var last time.Time
