@@ -11,6 +11,10 @@
 // supervises both: if either dies it stops the other and returns an error
 // that names it, so the container restarts with a reason in its log.
 //
-// Probe is the container's readiness check: both daemons answer a JSON-RPC
-// call on their sockets. Uninstall removes what Switchyard left on a node.
+// WaitForDatapath comes first: when the kernel datapath is asked for and the
+// kernel has none, it records why in the run dir and waits (no crash loop)
+// until it appears. Probe is the container's readiness check: both daemons
+// answer a JSON-RPC call on their sockets, or the recorded reason; Alive,
+// the liveness, accepts the wait. Uninstall removes what Switchyard left on
+// a node.
 package ovsrun
