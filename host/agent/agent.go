@@ -164,14 +164,24 @@ func loadState(path string) (*pipeline.Arbiter, error) {
 func (a *Agent) saveState() {
 	b, err := json.MarshalIndent(a.arb.Snapshot(), "", " ")
 	if err == nil {
-		tmp := a.statePath + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o644); err == nil {
-			err = os.Rename(tmp, a.statePath)
-		}
+		err = writeFileAtomic(a.statePath, b)
 	}
 	if err != nil {
 		a.log.Error("cannot persist layout; a restarted agent may renumber tables", "path", a.statePath, "error", err)
 	}
+}
+
+// writeFileAtomic replaces path with b through a temporary file beside it,
+// so a crash leaves the old record or the new one, never half of one.
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // Start loads the persisted layout, opens the batch connections, begins

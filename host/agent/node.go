@@ -161,13 +161,17 @@ func (a *Agent) setOverhead(ctx context.Context, plugin string, n int) {
 	if a.ns.overhead == nil {
 		a.ns.overhead = map[string]int{}
 	}
-	if n == 0 {
-		delete(a.ns.overhead, plugin)
-	} else {
-		a.ns.overhead[plugin] = n
-	}
-	if err := saveOverheads(a.overheadPath(), a.ns.overhead); err != nil {
-		a.log.Warn("recording the declared encapsulation overheads failed; after a restart the pod MTU may flap until the plugins are back", "error", err)
+	// Every registration declares again; only a change is written (an
+	// absent plugin counts as 0, and 0 is never stored).
+	if a.ns.overhead[plugin] != n {
+		if n == 0 {
+			delete(a.ns.overhead, plugin)
+		} else {
+			a.ns.overhead[plugin] = n
+		}
+		if err := a.saveOverheadsLocked(); err != nil {
+			a.log.Warn("recording the declared encapsulation overheads failed; after a restart the pod MTU may flap until the plugins are back", "error", err)
+		}
 	}
 	old := a.ns.facts
 	a.ns.facts = a.podMTULocked(old)
@@ -299,6 +303,15 @@ func (a *Agent) overheadPath() string { return filepath.Join(a.cfg.RunDir, "over
 // keeping only the plugins enabled now (a plugin no longer enabled
 // declares nothing). A missing or unreadable record is an empty one: the
 // plugins declare their overheads again as they register.
+// saveOverheadsLocked writes the record; a.ns.mu is held.
+func (a *Agent) saveOverheadsLocked() error {
+	b, err := json.Marshal(a.ns.overhead)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(a.overheadPath(), b)
+}
+
 func loadOverheads(path string, enabled []config.Plugin) map[string]int {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -315,19 +328,4 @@ func loadOverheads(path string, enabled []config.Plugin) map[string]int {
 		}
 	}
 	return out
-}
-
-func saveOverheads(path string, m map[string]int) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 )
@@ -37,17 +36,13 @@ func agentsCmd(o *options) *cobra.Command {
 func listAgents(ctx context.Context, o *options, w io.Writer, kubeconfig string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cfg, err := kubeConfig(kubeconfig)
+	c, err := clusterClient(kubeconfig)
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	l, err := c.dyn.Resource(crdv1.NodeAgentsResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
-	}
-	l, err := dyn.Resource(crdv1.NodeAgentsResource).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return &ExitError{ExitUnreachable, fmt.Errorf("listing NodeAgents at %s: %v (is the NodeAgent CRD installed, and may you list nodeagents?)", cfg.Host, err)}
+		return &ExitError{ExitUnreachable, fmt.Errorf("listing NodeAgents at %s: %v (is the NodeAgent CRD installed, and may you list nodeagents?)", c.host, err)}
 	}
 	agents := make([]crdv1.NodeAgent, 0, len(l.Items))
 	for _, u := range l.Items {

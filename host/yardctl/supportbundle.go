@@ -121,11 +121,7 @@ func collect(ctx context.Context, o *options, kubeconfig, logGlob string) (map[s
 }
 
 func collectCluster(ctx context.Context, kubeconfig string, files map[string][]byte) error {
-	cfg, err := kubeConfig(kubeconfig)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	c, err := clusterClient(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -133,9 +129,9 @@ func collectCluster(ctx context.Context, kubeconfig string, files map[string][]b
 		file string
 		res  dynamic.NamespaceableResourceInterface
 	}{
-		{"cluster/nodeagents.json", dyn.Resource(crdv1.NodeAgentsResource)},
-		{"cluster/traceflows.json", dyn.Resource(crdv1.TraceflowsResource)},
-		{"cluster/controllerinfos.json", dyn.Resource(crdv1.ControllerInfosResource)},
+		{"cluster/nodeagents.json", c.dyn.Resource(crdv1.NodeAgentsResource)},
+		{"cluster/traceflows.json", c.dyn.Resource(crdv1.TraceflowsResource)},
+		{"cluster/controllerinfos.json", c.dyn.Resource(crdv1.ControllerInfosResource)},
 	} {
 		l, err := r.res.List(ctx, metav1.ListOptions{})
 		if err != nil {

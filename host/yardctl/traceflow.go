@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
@@ -36,13 +35,13 @@ func traceflowCmd(o *options) *cobra.Command {
 			if spec.Source == "" || (spec.DestinationIP == "" && spec.DestinationPod == "" && spec.DestinationService == "") {
 				return &ExitError{ExitUsage, fmt.Errorf("say where the packet starts and goes: --from NAMESPACE/POD and one of --to, --to-pod, --to-service")}
 			}
-			cfg, err := kubeConfig(kubeconfig)
+			c, err := clusterClient(kubeconfig)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			tf, err := runTraceflow(ctx, cfg, spec, keep)
+			tf, err := runTraceflow(ctx, c, spec, keep)
 			if err != nil {
 				return err
 			}
@@ -71,24 +70,32 @@ func traceflowCmd(o *options) *cobra.Command {
 	return cmd
 }
 
-func kubeConfig(path string) (*rest.Config, error) {
+// cluster is the apiserver the cluster-wide commands ask: its address, for
+// messages, and a dynamic client for Switchyard's custom resources.
+type cluster struct {
+	host string
+	dyn  dynamic.Interface
+}
+
+// clusterClient loads the kubeconfig at path (or the default rules).
+func clusterClient(path string) (cluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = path
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 	if err != nil {
-		return nil, &ExitError{ExitUsage, fmt.Errorf("no cluster to ask: %v (pass --kubeconfig or set KUBECONFIG)", err)}
+		return cluster{}, &ExitError{ExitUsage, fmt.Errorf("no cluster to ask: %v (pass --kubeconfig or set KUBECONFIG)", err)}
 	}
-	return cfg, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return cluster{}, err
+	}
+	return cluster{host: cfg.Host, dyn: dyn}, nil
 }
 
 // runTraceflow creates the object, waits for the agents to finish it and
 // returns it; it is deleted afterwards unless keep.
-func runTraceflow(ctx context.Context, cfg *rest.Config, spec crdv1.TraceflowSpec, keep bool) (*crdv1.Traceflow, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	res := dyn.Resource(crdv1.TraceflowsResource)
+func runTraceflow(ctx context.Context, c cluster, spec crdv1.TraceflowSpec, keep bool) (*crdv1.Traceflow, error) {
+	res := c.dyn.Resource(crdv1.TraceflowsResource)
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&crdv1.Traceflow{
 		TypeMeta:   metav1.TypeMeta{APIVersion: crdv1.SchemeGroupVersion.String(), Kind: "Traceflow"},
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "yardctl-"}, Spec: spec})
@@ -97,7 +104,7 @@ func runTraceflow(ctx context.Context, cfg *rest.Config, spec crdv1.TraceflowSpe
 	}
 	created, err := res.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, &ExitError{ExitUnreachable, fmt.Errorf("creating a Traceflow at %s: %v (is the Traceflow CRD installed, and may you create traceflows?)", cfg.Host, err)}
+		return nil, &ExitError{ExitUnreachable, fmt.Errorf("creating a Traceflow at %s: %v (is the Traceflow CRD installed, and may you create traceflows?)", c.host, err)}
 	}
 	name := created.GetName()
 	if !keep {
