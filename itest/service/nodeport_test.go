@@ -2,10 +2,14 @@ package service
 
 import (
 	"fmt"
+	"net"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"switchyard.dev/switchyard/itest/testenv"
 )
 
 // whoPorts is the whoami Service port over TCP and UDP.
@@ -26,10 +30,17 @@ func nodePorts(s *corev1.Service) map[string]int {
 // serving node's gateway address (the SNAT that brings answers back);
 // with Local only a node with an endpoint serves it, the endpoint sees the
 // client's own address, and a node without one rejects at once.
+//
+// Pods are clients too: a pod dialling a NodePort on its own node's
+// address, on another node's, and an endpoint reaching itself through its
+// node's NodePort. Their answers must go back through the node that
+// translated the node address (its kernel undoes that DNAT), not straight
+// to the pod, which would see them come from an address it never dialled.
 func TestNodePort(t *testing.T) {
 	e := start(t, 3)
 	n1, n2, n3 := e.c.Nodes[0], e.c.Nodes[1], e.c.Nodes[2]
 	b2, b3 := e.backend(t, "b-2", n2), e.backend(t, "b-3", n3)
+	c1 := e.client(t, "c-1", n1)
 	ext, extIP := e.c.AddExternal(t, 250)
 	nodePort := func(p corev1.ServiceExternalTrafficPolicy) func(*corev1.Service) {
 		return func(s *corev1.Service) { s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, p }
@@ -84,6 +95,37 @@ func TestNodePort(t *testing.T) {
 			}
 			return nil
 		})
+		// Pods as clients. Each case names who dials which node's address,
+		// which policy, and who may answer.
+		for _, pc := range []struct {
+			what   string
+			from   string
+			node   net.IP
+			port   int
+			answer []string
+		}{
+			{"pod on node-1 to node-1 (Cluster)", c1.NetNS, n1.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
+			{"pod on node-1 to node-3 (Cluster)", c1.NetNS, n3.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
+			{"pod on node-1 to node-2 (Local)", c1.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name}},
+			{"endpoint b-2 to its own node-2 (Local, hairpin)", b2.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name}},
+			{"endpoint b-3 to node-3 (Cluster)", b3.NetNS, n3.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
+		} {
+			// Every case is tried (Errorf), so one run shows which fail.
+			what := fmt.Sprintf("%s %s:%d over %s", pc.what, pc.node, pc.port, network)
+			err := testenv.Eventually(what, 20*time.Second, 100*time.Millisecond, func() error {
+				got, _, err := who(pc.from, network, pc.node, pc.port)
+				if err != nil {
+					return err
+				}
+				if !slices.Contains(pc.answer, got) {
+					return fmt.Errorf("answered by %s, want one of %v", got, pc.answer)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("%v", err)
+			}
+		}
 		// Local, through node-1: no local endpoint, refused.
 		start := time.Now()
 		_, _, err := who(ext, network, n1.UnderlayIP, lo[port])

@@ -202,6 +202,7 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	local.NodePortIP = cfg.nodePort
 	s.host, s.log, s.cfg, s.local, s.gw = req.Host, req.Host.Logger(), cfg, local, gw
 	s.setFacts(req.Node)
 	if err := s.installMeter(ctx); err != nil {
@@ -637,7 +638,8 @@ func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServiceP
 		if local && !e.Local {
 			continue
 		}
-		e.Local = false // the client is outside: no hairpin
+		// A local endpoint keeps Local: it may dial its own node's
+		// NodePort and be chosen (a hairpin through the node's address).
 		p.Endpoints = append(p.Endpoints, e)
 	}
 	if sp.NodePort != 0 {
@@ -817,6 +819,7 @@ func (s *Service) setFacts(n sdk.NodeFacts) {
 	if len(s.gwMAC) != 6 && s.gw != nil {
 		s.gwMAC = s.gw.Attrs().HardwareAddr
 	}
+	s.local.GatewayMAC = s.gwMAC
 }
 
 // NodeFactsChanged re-derives which endpoints are local (pod CIDRs) and

@@ -35,9 +35,15 @@
 //	PostRouting     service.snat       hairpin: ct(commit,zone=snat,nat(src=HairpinIP)), so the
 //	                                   endpoint answers the virtual IP, not itself; NodePort with
 //	                                   externalTrafficPolicy Cluster: nat(src=GatewayIP), so the
-//	                                   answer of an endpoint on another node comes back here
+//	                                   answer of an endpoint on another node comes back here;
+//	                                   answers of NodePort connections (from NodePortIP once
+//	                                   un-DNATed): eth_dst=gateway MAC, so they go back through
+//	                                   the node's kernel, which undoes its DNAT of the node address
+//	                                   (a pod client would drop them otherwise)
 //	Conntrack       service.output     hairpin: output to IN_PORT (the endpoint is the client),
-//	                                   after every policy stage, before podnet's output
+//	                                   after every policy stage, before podnet's output; a
+//	                                   hairpin from the gateway only if routed back to it (a
+//	                                   host-network endpoint), and never a NodePort answer
 //
 // One select group per Service port, with one bucket per endpoint, so an
 // endpoint change rewrites that group and the service's dnat flows only.

@@ -3,6 +3,7 @@ package flows
 import (
 	"fmt"
 	"hash/fnv"
+	"net"
 	"net/netip"
 
 	"switchyard.dev/switchyard/sdk"
@@ -117,6 +118,13 @@ type Local struct {
 	// GatewayIP is the node's IPv4 gateway address, the source NodePort
 	// connections with externalTrafficPolicy Cluster get (invalid: none).
 	GatewayIP netip.Addr
+	// NodePortIP is where the node's kernel DNATs NodePort traffic to;
+	// GatewayMAC the gateway device's address. With both, the answers of
+	// NodePort connections go back to the node's kernel (none: they are
+	// routed by their destination, which works for clients outside the
+	// cluster only).
+	NodePortIP netip.Addr
+	GatewayMAC net.HardwareAddr
 }
 
 // LocalOf reads the grants of an assignment.
@@ -142,6 +150,9 @@ const (
 	prioDefault = 100
 	prioService = 200
 	prioHairpin = 210
+	// A hairpin from the gateway: back out of it (above) or routed.
+	prioGatewayHairpin = 220
+	prioGatewayRouted  = 215
 )
 
 // Tracked connection states.
@@ -173,6 +184,40 @@ func StaticFlows(l Local) []flow.Flow {
 		// What no Service flow claims passes service.affinity and
 		// service.select, which only resubmits and gotos reach.
 		{Table: LB, Priority: prioMiss, Goto: flow.GotoTable(DNAT)},
+	}
+	if l.NodePortIP.IsValid() && len(l.GatewayMAC) == 6 {
+		// The answers of every NodePort connection leave through the
+		// gateway, whoever the client: the node's kernel DNATed the node's
+		// address to NodePortIP, and only it can undo that. Routed by
+		// their destination instead, answers to a pod (a pod dialling a
+		// node's address) would reach it from NodePortIP, an address it
+		// never dialled, and it would drop them. After the un-DNAT in
+		// service.conntrack only such answers come from NodePortIP, which
+		// nothing owns. Here, after Routing: the Switching stage sends the
+		// packet to the gateway port by its MAC.
+		fromNodePort := flow.Match{}.IPv4().IPv4Src(l.NodePortIP)
+		fs = append(fs,
+			flow.Flow{Table: SNAT, Priority: prioDefault, Match: fromNodePort,
+				Actions: []flow.Action{flow.SetEthDst(l.GatewayMAC)}, Goto: next},
+			// An endpoint that reached itself through its node's NodePort
+			// is a hairpin too, but its answers go to the gateway like the
+			// others, not back out of the endpoint's port.
+			flow.Flow{Table: Output, Priority: prioHairpin, Match: fromNodePort.Field(FieldHairpin, 1).Field(flow.FieldOutputReady, 1),
+				Goto: next},
+		)
+	}
+	if len(l.GatewayMAC) == 6 {
+		// A hairpin that entered from the gateway goes back out of it only
+		// when it is routed to the gateway (a host-network endpoint, which
+		// is the node itself); an endpoint pod that reached itself through
+		// its node's NodePort comes from the gateway too, and is delivered
+		// to its own port like any routed packet.
+		fromGW := hairpin.Field(flow.FieldOutputReady, 1).Field(flow.FieldPacketSource, flow.PacketSourceGateway)
+		fs = append(fs,
+			flow.Flow{Table: Output, Priority: prioGatewayHairpin, Match: fromGW.EthDst(l.GatewayMAC),
+				Actions: []flow.Action{flow.OutputInPort()}},
+			flow.Flow{Table: Output, Priority: prioGatewayRouted, Match: fromGW, Goto: next},
+		)
 	}
 	if l.GatewayIP.IsValid() {
 		fs = append(fs,

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 
@@ -9,7 +10,8 @@ import (
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
-var local = Local{DNATZone: 5, SNATZone: 6, MarkOffset: 0, HairpinIP: DefaultHairpinIP, GatewayIP: netip.MustParseAddr("10.244.1.1")}
+var local = Local{DNATZone: 5, SNATZone: 6, MarkOffset: 0, HairpinIP: DefaultHairpinIP, GatewayIP: netip.MustParseAddr("10.244.1.1"),
+	NodePortIP: DefaultNodePortIP, GatewayMAC: net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}}
 
 func strs(fs []flow.Flow) []string {
 	var out []string
@@ -27,6 +29,15 @@ func TestStaticFlows(t *testing.T) {
 		"table=service.snat, priority=200, ct_state=-rpl+trk,ip,reg:service.hairpin=0x1 actions=ct(commit,table=@next,zone=6,nat(src=169.254.0.253))",
 		"table=service.output, priority=200, reg:sdk.output_ready=0x1,reg:service.hairpin=0x1 actions=IN_PORT",
 		"table=service.lb, priority=1 actions=goto_table:@service.dnat",
+		// Answers of NodePort connections go back to the node's kernel,
+		// which undoes its DNAT of the node address; a hairpin one too.
+		"table=service.snat, priority=100, ip,nw_src=169.254.0.252 actions=set_field:02:00:00:00:00:01->eth_dst,goto_table:@next",
+		"table=service.output, priority=210, ip,reg:sdk.output_ready=0x1,reg:service.hairpin=0x1,nw_src=169.254.0.252 actions=goto_table:@next",
+		// A hairpin from the gateway: back out of it if routed there (a
+		// host-network endpoint), else delivered (a pod through its node's
+		// NodePort).
+		"table=service.output, priority=220, reg:sdk.output_ready=0x1,reg:sdk.pkt_source=0x2,reg:service.hairpin=0x1,dl_dst=02:00:00:00:00:01 actions=IN_PORT",
+		"table=service.output, priority=215, reg:sdk.output_ready=0x1,reg:sdk.pkt_source=0x2,reg:service.hairpin=0x1 actions=goto_table:@next",
 		// NodePort with externalTrafficPolicy Cluster: SNAT to the gateway IP.
 		"table=service.unsnat, priority=200, ip,nw_dst=10.244.1.1 actions=ct(table=@next,zone=6,nat)",
 		"table=service.ct_mark, priority=200, ct_mark=0x4/0x4,ip actions=load:0x1->reg:service.snat,goto_table:@next",
