@@ -67,6 +67,9 @@ type Options struct {
 	// get their token volume); only for a run that also has a
 	// kube-controller-manager creating each namespace's default account.
 	ServiceAccounts bool
+	// ExtraArgs are appended to kube-apiserver's arguments (e.g. an
+	// egress selector that lets it reach kubelets in other namespaces).
+	ExtraArgs []string
 }
 
 // Start builds (or reuses cached) upstream binaries, starts etcd and
@@ -184,6 +187,7 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 		},
 	}
 	cp.apiserverSpec.Args = append(cp.apiserverSpec.Args, admission...)
+	cp.apiserverSpec.Args = append(cp.apiserverSpec.Args, opts.ExtraArgs...)
 	cp.apiserver, err = testenv.StartProcess(cp.apiserverSpec)
 	if err != nil {
 		return err

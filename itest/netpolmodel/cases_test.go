@@ -102,9 +102,7 @@ func establishedSurvives(t *testing.T, e *Env) {
 	}
 }
 
-func cnpTo(ns, pod string) []crdv1.AppliedTo {
-	return []crdv1.AppliedTo{{PodSelector: Labels("pod", pod), NamespaceSelector: Labels("ns", ns)}}
-}
+func cnpTo(ns, pod string) []crdv1.AppliedTo { return AppliedToPod(ns, pod) }
 
 func tierDropOverridesAllow(t *testing.T, e *Env) {
 	defer cleanup(t, e)

@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/cluster"
@@ -195,18 +196,35 @@ type Reachability struct {
 	Expected map[string]map[string]bool
 }
 
-// NewReachability returns a table with every pair set to def.
-func (e *Env) NewReachability(def bool) *Reachability {
-	r := &Reachability{Names: slices.Clone(e.Names), Expected: map[string]map[string]bool{}}
-	for _, f := range e.Names {
+// NewReachability returns a table over the env's pods with every pair set
+// to def.
+func (e *Env) NewReachability(def bool) *Reachability { return NewReachability(e.Names, def) }
+
+// NewReachability returns a table over names ("ns/pod") with every pair
+// set to def; any harness that runs the model's pods can use it.
+func NewReachability(names []string, def bool) *Reachability {
+	r := &Reachability{Names: slices.Clone(names), Expected: map[string]map[string]bool{}}
+	for _, f := range names {
 		r.Expected[f] = map[string]bool{}
-		for _, d := range e.Names {
+		for _, d := range names {
 			if f != d {
 				r.Expected[f][d] = def
 			}
 		}
 	}
 	return r
+}
+
+// ModelNames are the model's pods, "ns/pod", in model order (x/a, x/b,
+// ..., z/c).
+func ModelNames() []string {
+	var out []string
+	for _, ns := range Namespaces {
+		for _, p := range PodNames {
+			out = append(out, ns+"/"+p)
+		}
+	}
+	return out
 }
 
 // Set sets every pair whose source matches from and destination matches to
@@ -280,8 +298,14 @@ func (e *Env) agentLogs(lines int) string {
 // Apply creates or updates a NetworkPolicy.
 func (e *Env) Apply(t testenv.T, np *networkingv1.NetworkPolicy) {
 	t.Helper()
+	ApplyPolicy(t, e.CP.Client, np)
+}
+
+// ApplyPolicy creates or updates a NetworkPolicy through client.
+func ApplyPolicy(t testenv.T, client kubernetes.Interface, np *networkingv1.NetworkPolicy) {
+	t.Helper()
 	ctx := context.Background()
-	c := e.CP.Client.NetworkingV1().NetworkPolicies(np.Namespace)
+	c := client.NetworkingV1().NetworkPolicies(np.Namespace)
 	cur, err := c.Get(ctx, np.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -299,8 +323,15 @@ func (e *Env) Apply(t testenv.T, np *networkingv1.NetworkPolicy) {
 // DeleteAllPolicies removes every NetworkPolicy of the model's namespaces.
 func (e *Env) DeleteAllPolicies(t testenv.T) {
 	t.Helper()
+	DeletePolicies(t, e.CP.Client)
+}
+
+// DeletePolicies removes every NetworkPolicy of the model's namespaces
+// through client.
+func DeletePolicies(t testenv.T, client kubernetes.Interface) {
+	t.Helper()
 	for _, ns := range Namespaces {
-		err := e.CP.Client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		err := client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 		if err != nil {
 			t.Fatalf("deleting the policies of %s: %v", ns, err)
 		}

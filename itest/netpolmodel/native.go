@@ -12,15 +12,28 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
+// AppliedToPod is a ClusterNetworkPolicy's appliedTo for one model pod.
+func AppliedToPod(ns, pod string) []crdv1.AppliedTo {
+	return []crdv1.AppliedTo{{PodSelector: Labels("pod", pod), NamespaceSelector: Labels("ns", ns)}}
+}
+
 // ApplyClusterPolicy creates or replaces a ClusterNetworkPolicy.
 func (e *Env) ApplyClusterPolicy(t testenv.T, name string, spec crdv1.PolicySpec) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(e.CP.Config)
+	ApplyClusterPolicy(t, e.CP.Config, name, spec)
+}
+
+// ApplyClusterPolicy creates or replaces a ClusterNetworkPolicy through the
+// apiserver cfg names.
+func ApplyClusterPolicy(t testenv.T, cfg *rest.Config, name string, spec crdv1.PolicySpec) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -49,7 +62,14 @@ func (e *Env) ApplyClusterPolicy(t testenv.T, name string, spec crdv1.PolicySpec
 // DeleteClusterPolicies removes every ClusterNetworkPolicy.
 func (e *Env) DeleteClusterPolicies(t testenv.T) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(e.CP.Config)
+	DeleteClusterPolicies(t, e.CP.Config)
+}
+
+// DeleteClusterPolicies removes every ClusterNetworkPolicy through the
+// apiserver cfg names.
+func DeleteClusterPolicies(t testenv.T, cfg *rest.Config) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err == nil {
 		err = dyn.Resource(crdv1.ClusterNetworkPoliciesResource).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	}

@@ -116,7 +116,10 @@ func (c *Cluster) start(t testenv.T, opts Options) {
 	run(t, "ip", "-n", c.Fabric, "addr", "add", APIAddress.String()+"/24", "dev", "fabric")
 	run(t, "ip", "-n", c.Fabric, "link", "set", "fabric", "up")
 
-	c.CP = controlplane.StartWithOptions(t, controlplane.Options{AdvertiseAddress: APIAddress, ServiceAccounts: true})
+	// The apiserver reaches kubelets (pods/exec, pods/log) through the
+	// fabric: see startKubeletProxy.
+	c.CP = controlplane.StartWithOptions(t, controlplane.Options{AdvertiseAddress: APIAddress, ServiceAccounts: true,
+		ExtraArgs: startKubeletProxy(t, c.Dir, c.Fabric)})
 	apiPort := c.CP.Port
 	cluster.Forward(t, c.Fabric, fmt.Sprintf("%s:%d", APIAddress, apiPort), fmt.Sprintf("127.0.0.1:%d", apiPort))
 	// The kubernetes Service's ClusterIP is also answered on the fabric,

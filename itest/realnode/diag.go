@@ -16,8 +16,8 @@ import (
 // Describe summarises every pod of namespace ns for a failure message:
 // phase, node, IP, each container's state and restarts, the pod's events,
 // and the last lines of each container's log, read from the pod log
-// directory of the node it runs on (the apiserver cannot reach kubelets
-// here, so there is no `kubectl logs`).
+// directory of the node it runs on (it works even when the apiserver or
+// a kubelet, which `kubectl logs` goes through, is what failed).
 func (c *Cluster) Describe(ns string, logLines int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
