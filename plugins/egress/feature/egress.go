@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 
 	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/plugins/egress/flows"
@@ -78,6 +79,11 @@ type Egress struct {
 	lastJoin  time.Time
 	ringCache map[string]*placement.Ring
 	reported  map[string]string // egress → "ip@node" last written
+	// statusBackoff spaces out the retries of a failed status write, per
+	// Egress: the loop runs on every pod and node event, and an apiserver
+	// that refuses the write (RBAC, an admission webhook, an outage) would
+	// otherwise get it again at each of them.
+	statusBackoff *flowcontrol.Backoff
 	// announced are the held IPs this incarnation announced: an IP found
 	// already on the device at start (a restart, or a node back from a
 	// cut) is announced again, or the underlay keeps sending it to the
@@ -180,6 +186,7 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 		inf.AddEventHandler(h)
 	}
 	e.installed, e.marks, e.ringCache, e.reported = map[flow.Key]flow.Flow{}, map[netip.Addr]uint32{}, map[string]*placement.Ring{}, map[string]string{}
+	e.statusBackoff = flowcontrol.NewBackOff(statusRetryFirst, statusRetryMax)
 	e.announced, e.meters = map[netip.Addr]bool{}, map[uint32]flow.Meter{}
 	e.factory.Start(e.stop)
 	e.dfactory.Start(e.stop)
@@ -597,6 +604,12 @@ func (e *Egress) applyAddrs(plan Plan) error {
 	return nil
 }
 
+// Status writes that failed are retried after 1 s, doubling up to 1 min.
+const (
+	statusRetryFirst = time.Second
+	statusRetryMax   = time.Minute
+)
+
 // report writes status.egressNode and IPAssigned for the Egresses this
 // node holds, once per change. An Egress no live node may hold gets
 // IPAssigned=False from one node only, the live one first by name
@@ -617,6 +630,10 @@ func (e *Egress) report(ctx context.Context, plan Plan, speaker bool) error {
 		if e.reported[pl.Egress] == k {
 			continue
 		}
+		now := e.statusBackoff.Clock.Now()
+		if e.statusBackoff.IsInBackOffSinceUpdate(pl.Egress, now) {
+			continue // the last write failed: wait before the next
+		}
 		cond := map[string]any{"type": crdv1.ConditionIPAssigned, "status": status, "reason": reason,
 			"message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 		body, _ := json.Marshal(map[string]any{"apiVersion": crdv1.SchemeGroupVersion.String(), "kind": "Egress",
@@ -624,9 +641,11 @@ func (e *Egress) report(ctx context.Context, plan Plan, speaker bool) error {
 		force := true
 		if _, err := e.dyn.Resource(crdv1.EgressesResource).Patch(ctx, pl.Egress, types.ApplyPatchType, body,
 			metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status"); err != nil {
-			errs = append(errs, fmt.Errorf("Egress %s status: %w", pl.Egress, err))
+			e.statusBackoff.Next(pl.Egress, now)
+			errs = append(errs, fmt.Errorf("Egress %s status (next try in %s): %w", pl.Egress, e.statusBackoff.Get(pl.Egress), err))
 			continue
 		}
+		e.statusBackoff.Reset(pl.Egress)
 		e.reported[pl.Egress] = k
 		if holder == "" {
 			e.log.Warn("Egress IP has no eligible live node", "egress", pl.Egress, "ip", pl.IP)
