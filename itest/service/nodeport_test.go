@@ -36,6 +36,8 @@ func nodePorts(s *corev1.Service) map[string]int {
 // node's NodePort. Their answers must go back through the node that
 // translated the node address (its kernel undoes that DNAT), not straight
 // to the pod, which would see them come from an address it never dialled.
+// externalTrafficPolicy Local is about clients outside the cluster: a
+// node's own pods, and the node, get every endpoint, as with kube-proxy.
 func TestNodePort(t *testing.T) {
 	e := start(t, 3)
 	n1, n2, n3 := e.c.Nodes[0], e.c.Nodes[1], e.c.Nodes[2]
@@ -107,6 +109,10 @@ func TestNodePort(t *testing.T) {
 			{"pod on node-1 to node-1 (Cluster)", c1.NetNS, n1.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
 			{"pod on node-1 to node-3 (Cluster)", c1.NetNS, n3.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
 			{"pod on node-1 to node-2 (Local)", c1.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name}},
+			// Local is about external clients: node-1 has no endpoint,
+			// but its pods and itself get the cluster-wide ones.
+			{"pod on node-1 to node-1 (Local, in-cluster client)", c1.NetNS, n1.UnderlayIP, lo[port], []string{b2.Name, b3.Name}},
+			{"node-1 to itself (Local, in-cluster client)", n1.NetNS, n1.UnderlayIP, lo[port], []string{b2.Name, b3.Name}},
 			{"endpoint b-2 to its own node-2 (Local, hairpin)", b2.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name}},
 			{"endpoint b-3 to node-3 (Cluster)", b3.NetNS, n3.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
 		} {

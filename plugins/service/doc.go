@@ -24,7 +24,12 @@
 //     routed into br-int, where a select group of its own balances it.
 //     externalTrafficPolicy Local keeps the client's address and uses
 //     local endpoints only (none: rejected); Cluster uses every endpoint
-//     and SNATs to the node's gateway IP so answers come back.
+//     and SNATs to the node's gateway IP so answers come back. Answers of
+//     every NodePort connection go back through the gateway, where the
+//     kernel undoes its DNAT, so pods reach NodePorts on any node's
+//     address too. Local is about external clients: the node's own pods
+//     and the node itself (masqueraded to its gateway address) get every
+//     endpoint of the ClusterIP, as with kube-proxy.
 //   - internalTrafficPolicy Local: the ClusterIP uses local endpoints only.
 //   - spec.externalIPs and load-balancer ingress IPs: each node routes them
 //     into br-int (a /32 through the gateway), where they are balanced
@@ -37,8 +42,10 @@
 //   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
 //     conntrack entries of that port towards it are flushed.
 //
-// Not yet: IPv6 and dual-stack Services, the node reaching its own
-// NodePorts, hairpin through a NodePort or external IP.
+// Not yet: IPv6 and dual-stack Services; pods of other nodes dialling a
+// Local NodePort on a node without a local endpoint are refused like
+// external clients (they arrive unmasqueraded, and the plugin does not
+// know the other nodes' pod CIDRs).
 //
 // Config (the plugin's section of the agent config, all optional):
 // serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP

@@ -577,10 +577,10 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			}
 			in.add(s.local, p)
 			if sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
-				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p.Endpoints))
+				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p))
 			}
 			for _, ext := range externalIPs(svc) {
-				in.add(s.local, s.externalOf(key, svc, sp, proto, p.Endpoints, ext))
+				in.add(s.local, s.externalOf(key, svc, sp, proto, p, ext))
 				in.external = append(in.external, ext)
 			}
 		}
@@ -610,8 +610,8 @@ func externalIPs(svc *corev1.Service) []netip.Addr {
 // that the network routes to a node, and from pods. It is balanced like
 // the NodePort: externalTrafficPolicy Local keeps the client's address and
 // uses local endpoints only, Cluster SNATs to the gateway IP.
-func (s *Service) externalOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, eps []flows.Endpoint, ip netip.Addr) flows.Port {
-	p := s.nodePortOf(key, svc, sp, proto, eps)
+func (s *Service) externalOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, cluster flows.Port, ip netip.Addr) flows.Port {
+	p := s.nodePortOf(key, svc, sp, proto, cluster)
 	p.Name, p.ClusterIP, p.Port = sp.Name+"@"+ip.String(), ip, uint16(sp.Port)
 	p.Group = s.group(fmt.Sprintf("%s/external/%s/%s/%d", key, ip, sp.Protocol, sp.Port))
 	return p
@@ -630,11 +630,19 @@ func (in *installed) add(l flows.Local, p flows.Port) {
 // traffic arrives for the NodePort address; with externalTrafficPolicy
 // Local only local endpoints serve it and the client's address is kept,
 // with Cluster every endpoint does and the source becomes the gateway IP,
-// so answers from other nodes come back here.
-func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, eps []flows.Endpoint) flows.Port {
+// so answers from other nodes come back here. cluster is the ClusterIP
+// port: with Local, clients inside the cluster (this node's pods, the node)
+// are balanced over its endpoints instead, as kube-proxy does.
+func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, cluster flows.Port) flows.Port {
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	p := flows.Port{Service: key, Name: sp.Name + "@nodeport", Proto: proto, ClusterIP: s.cfg.nodePort, Port: uint16(sp.NodePort), SNAT: !local}
-	for _, e := range eps {
+	if local && len(cluster.Endpoints) > 0 {
+		// The node's own connections come masqueraded to its gateway
+		// address, inside the pod CIDR (package hostnet).
+		p.InClusterGroup = cluster.Group
+		p.InCluster = slices.Clone(s.podCIDRs)
+	}
+	for _, e := range cluster.Endpoints {
 		if local && !e.Local {
 			continue
 		}

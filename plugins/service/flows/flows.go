@@ -150,6 +150,8 @@ const (
 	prioDefault = 100
 	prioService = 200
 	prioHairpin = 210
+	// In-cluster clients of an externalTrafficPolicy Local address.
+	prioInCluster = 205
 	// A hairpin from the gateway: back out of it (above) or routed.
 	prioGatewayHairpin = 220
 	prioGatewayRouted  = 215
@@ -267,6 +269,15 @@ type Port struct {
 	// Affinity, when not zero, pins a client to its endpoint for that many
 	// seconds after its last new connection (sessionAffinity ClientIP).
 	Affinity uint16
+	// InCluster, on an address with externalTrafficPolicy Local (a
+	// NodePort, an external or load-balancer IP), lists the sources that
+	// are inside the cluster (this node's pods, the node itself). As
+	// Kubernetes asks, they get the Service's cluster-wide endpoints
+	// (InClusterGroup, the ClusterIP port's group, whose dnat flows exist),
+	// not only this node's: the policy is about external clients, and a pod
+	// on a node without a local endpoint would otherwise be refused.
+	InCluster      []netip.Prefix
+	InClusterGroup uint32
 }
 
 // ServiceTag is the cookie tag of a Service's flows: a hash of
@@ -311,29 +322,24 @@ func (p Port) dstMatch() flow.Match {
 // when the port has no endpoint: new connections are then rejected).
 func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 	tag := ServiceTag(p.Service)
-	if len(p.Endpoints) == 0 {
-		return []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
-			Actions: []flow.Action{flow.ControllerMetered(RejectMaxLen, RejectUserdata, flow.ReasonAction, RejectMeterID)}}}, nil
+	var inCluster []flow.Flow
+	if p.InClusterGroup != 0 {
+		for _, src := range p.InCluster {
+			if src.Addr().Is4() {
+				f := p.balance(p.InClusterGroup)
+				f.Priority, f.Match, f.Tag = prioInCluster, f.Match.IPv4SrcPrefix(src), tag
+				inCluster = append(inCluster, f)
+			}
+		}
 	}
-	fs := []flow.Flow{{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
-		Actions: []flow.Action{flow.LoadField(FieldSvc, p.Group), flow.ApplyGroup(p.Group)}}}
+	if len(p.Endpoints) == 0 {
+		return append(inCluster, flow.Flow{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
+			Actions: []flow.Action{flow.ControllerMetered(RejectMaxLen, RejectUserdata, flow.ReasonAction, RejectMeterID)}}), nil
+	}
+	lb := p.balance(p.Group)
+	lb.Tag = tag
+	fs := append([]flow.Flow{lb}, inCluster...)
 	if p.Affinity != 0 {
-		// The client's learned endpoint, if any, then the choice: the
-		// learned one, or the group's.
-		// (The group runs at the top level of the pipeline, not inside a
-		// resubmit: the datapath recirculates for its dp_hash.)
-		//
-		// The source port is read first (into ep_port, which the choice
-		// overwrites) only so that every datapath flow of this path matches
-		// it: each new connection then takes the slow path, where the
-		// learn takes effect at once. Behind a cached datapath flow the
-		// switch replays a learn only at its next revalidation, and a
-		// client's next connections, right after its affinity expired, were
-		// balanced afresh to other endpoints in that window.
-		srcPort := map[uint8]flow.MatchKind{ProtoTCP: flow.MatchTCPSrc, ProtoUDP: flow.MatchUDPSrc, ProtoSCTP: flow.MatchSCTPSrc}[p.Proto]
-		fs[0].Actions = []flow.Action{flow.Move(flow.Header(srcPort), flow.Reg(FieldEPPort)),
-			flow.LoadField(FieldSvc, p.Group), flow.Resubmit(flow.GotoTable(Affinity))}
-		fs[0].Goto = flow.GotoTable(Select)
 		svc := flow.Match{}.Field(FieldSvc, p.Group)
 		fs = append(fs,
 			flow.Flow{Table: Select, Priority: prioHairpin, Match: svc.Field(FieldAffinity, 1), Tag: tag,
@@ -379,6 +385,32 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 		}
 	}
 	return append(fs, sctpPortFlows(l, p, tag)...), g
+}
+
+// balance is the service.lb flow of a new connection to the port, chosen
+// among group's endpoints (group's dnat flows translate it).
+func (p Port) balance(group uint32) flow.Flow {
+	f := flow.Flow{Table: LB, Priority: prioService, Match: p.dstMatch(),
+		Actions: []flow.Action{flow.LoadField(FieldSvc, group), flow.ApplyGroup(group)}}
+	if p.Affinity != 0 {
+		// The client's learned endpoint, if any, then the choice: the
+		// learned one, or the group's.
+		// (The group runs at the top level of the pipeline, not inside a
+		// resubmit: the datapath recirculates for its dp_hash.)
+		//
+		// The source port is read first (into ep_port, which the choice
+		// overwrites) only so that every datapath flow of this path matches
+		// it: each new connection then takes the slow path, where the
+		// learn takes effect at once. Behind a cached datapath flow the
+		// switch replays a learn only at its next revalidation, and a
+		// client's next connections, right after its affinity expired, were
+		// balanced afresh to other endpoints in that window.
+		srcPort := map[uint8]flow.MatchKind{ProtoTCP: flow.MatchTCPSrc, ProtoUDP: flow.MatchUDPSrc, ProtoSCTP: flow.MatchSCTPSrc}[p.Proto]
+		f.Actions = []flow.Action{flow.Move(flow.Header(srcPort), flow.Reg(FieldEPPort)),
+			flow.LoadField(FieldSvc, group), flow.Resubmit(flow.GotoTable(Affinity))}
+		f.Goto = flow.GotoTable(Select)
+	}
+	return f
 }
 
 // learn records (or refreshes) the client's endpoint in service.affinity:

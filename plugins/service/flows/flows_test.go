@@ -152,3 +152,45 @@ func TestSessionAffinityLearns(t *testing.T) {
 		}
 	}
 }
+
+// TestNodePortLocalInClusterClients: with externalTrafficPolicy Local,
+// clients inside the cluster (the node's pods, and the node, masqueraded
+// to its gateway address) are balanced over the ClusterIP port's group,
+// also when the node has no local endpoint; everyone else gets the local
+// endpoints, or the reject.
+func TestNodePortLocalInClusterClients(t *testing.T) {
+	inCluster := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00::/64")}
+	for _, c := range []struct {
+		name      string
+		endpoints []Endpoint
+		want      []string
+	}{
+		{"a local endpoint", []Endpoint{{IP: netip.MustParseAddr("10.244.1.5"), Port: 8080, Local: true}}, []string{
+			"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=169.254.0.252,tp_dst=30080 actions=load:0xa->reg:service.svc,group:10",
+			"table=service.lb, priority=205, ct_state=+new+trk,tcp,nw_src=10.244.1.0/24,nw_dst=169.254.0.252,tp_dst=30080 actions=load:0x7->reg:service.svc,group:7",
+			"table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40105,reg:service.ep_port=0x1f90,reg:service.svc=0xa actions=ct(commit,table=@next,zone=5,nat(dst=10.244.1.5:8080),exec(set_field:0x1/0x7->ct_mark))",
+			"table=service.dnat, priority=210, tcp,reg:service.ep_ip=0xaf40105,reg:service.ep_port=0x1f90,reg:service.svc=0xa,nw_src=10.244.1.5 actions=load:0x1->reg:service.hairpin,ct(commit,table=@next,zone=5,nat(dst=10.244.1.5:8080),exec(set_field:0x3/0x7->ct_mark))",
+		}},
+		{"no local endpoint", nil, []string{
+			"table=service.lb, priority=205, ct_state=+new+trk,tcp,nw_src=10.244.1.0/24,nw_dst=169.254.0.252,tp_dst=30080 actions=load:0x7->reg:service.svc,group:7",
+			"table=service.lb, priority=200, ct_state=+new+trk,tcp,nw_dst=169.254.0.252,tp_dst=30080 actions=controller(max_len=128,userdata=72.65.6a.65.63.74,meter_id=1)",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := Port{Service: "default/web", Name: "http@nodeport", Proto: ProtoTCP, ClusterIP: DefaultNodePortIP, Port: 30080, Group: 10,
+				Endpoints: c.endpoints, InCluster: inCluster, InClusterGroup: 7}
+			fs, _ := PortFlows(local, p)
+			if d := cmp.Diff(c.want, strs(fs)); d != "" {
+				t.Errorf("flows (-want +got):\n%s", d)
+			}
+			for _, f := range fs {
+				if err := f.Validate(); err != nil {
+					t.Errorf("invalid flow %s: %v", f.String(), err)
+				}
+				if f.Tag != ServiceTag("default/web") {
+					t.Errorf("flow %s does not carry the service's tag", f.String())
+				}
+			}
+		})
+	}
+}

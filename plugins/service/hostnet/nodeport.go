@@ -52,6 +52,26 @@ func ApplyNodePorts(nodeIPs []netip.Addr, vip netip.Addr, ports []NodePort) erro
 		} {
 			addNodePortRules(c, t, ch, v4, vip, ports)
 		}
+		// The node's own connections keep the node address as source
+		// through the DNAT (the route was chosen before it). Masqueraded
+		// to the gateway's address instead, they count as in-cluster
+		// clients in br-int and get answers back through br-int from an
+		// endpoint on any node; with the node address, an endpoint on
+		// another node would answer over the underlay, past the conntrack
+		// entry here that must undo the DNAT.
+		masq := c.AddChain(&nftables.Chain{Name: "nodeports-masquerade", Table: t, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
+		to := vip.As4()
+		for _, ip := range v4 {
+			src := ip.As4()
+			c.AddRule(&nftables.Rule{Table: t, Chain: masq, Exprs: []expr.Any{
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: src[:]},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: to[:]},
+				&expr.Masq{},
+			}})
+		}
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: installing the NodePort table %s: %w", TableName, err)
