@@ -216,21 +216,25 @@ func (m *Model) Run(proto probe.Protocol, port int) *probe.Matrix {
 	return out
 }
 
-// Check probes the whole matrix for proto/port until it equals want or
-// wait runs out (the controller computes, streams, and each node's netpol
-// installs flows: that takes a moment), then fails the test with the
-// expected table, the actual one (got!want where they differ) and why
-// each differing probe ended as it did. It returns the rounds it took.
+// Check probes the whole matrix for proto/port until it equals want, and
+// fails the test once a round that started wait after the call still
+// disagrees (the controller computes, streams, and each node's netpol
+// installs flows: that takes a moment; and a round of 72 execs can itself
+// take longer than wait on a busy machine, so the deadline is on a
+// round's start, not its end). The failure shows the expected table, the
+// actual one (got!want where they differ) and why each differing probe
+// ended as it did. Check returns the rounds it took.
 func (m *Model) Check(t testenv.T, what string, proto probe.Protocol, port int, want *netpolmodel.Reachability, wait time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for round := 1; ; round++ {
+		started := time.Now()
 		got := m.Run(proto, port)
 		diff := got.Diff(want.Expected)
 		if diff == "" {
 			return round
 		}
-		if time.Now().After(deadline) {
+		if started.After(deadline) {
 			t.Fatalf("%s: %s/%d on real pods differs after %s (%d rounds)\nexpected:\n%s\nactual (got!want):\n%s\nkube-system:\n%s",
 				what, proto, port, wait, round, want.String(proto, port), diff, m.c.Describe("kube-system", 15))
 			return round
