@@ -233,11 +233,19 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 	r.a.pmu.Unlock()
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	// A dead process is noticed within exitPoll rather than at the next
-	// ping: the restart (and the plugin's resync) starts that much sooner.
-	// Exited only reads a flag go-plugin sets when the process is reaped.
-	exit := time.NewTicker(exitPoll)
-	defer exit.Stop()
+	// A dead process is noticed at once rather than at the next ping: the
+	// restart (and the plugin's resync) starts that much sooner. The
+	// kernel says when it exits (a pidfd); without one, go-plugin's Exited
+	// flag (set when the process is reaped) is polled every exitPoll.
+	exited, release, ok := processExit(p.Pid())
+	var exitTick <-chan time.Time
+	if ok {
+		defer release()
+	} else {
+		exit := time.NewTicker(exitPoll)
+		defer exit.Stop()
+		exitTick = exit.C
+	}
 	fails := 0
 	for {
 		select {
@@ -251,7 +259,15 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 			}
 			cancel()
 			return ctx.Err()
-		case <-exit.C:
+		case <-exited:
+			// go-plugin reaps the process and sets its flag a moment
+			// later; the flag is what the restart relies on.
+			exited = nil
+			if waitExited(p, time.Second) {
+				return errors.New("plugin process exited")
+			}
+			continue
+		case <-exitTick:
 			if p.Exited() {
 				return errors.New("plugin process exited")
 			}
@@ -270,6 +286,18 @@ func (r *runner) watch(ctx context.Context, p *sdkhost.Plugin) error {
 		}
 		fails = 0
 	}
+}
+
+// waitExited waits up to d for go-plugin to see the process gone.
+func waitExited(p *sdkhost.Plugin, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !p.Exited() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 // cniClaimedBy names another enabled plugin that declared the CNI
