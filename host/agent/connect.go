@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -50,8 +51,20 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 		db.Close()
 		return nil, nil, err
 	}
-	if u := cfg.Underlay; u.Bridge != "" {
-		err := underlay.Setup(ctx, db, underlay.Spec{Bridge: u.Bridge, Uplink: u.Interface, DatapathType: cfg.Bridge.DatapathType},
+	if u := cfg.Underlay; u.Bridge != "" && u.Interface == config.UnderlayAuto && cfg.Bridge.DatapathType != config.DatapathNetdev {
+		log.Info("no underlay bridge: the kernel datapath tunnels without one (underlay.interface auto)", "datapath", cfg.Bridge.DatapathType)
+	} else if u.Bridge != "" {
+		uplink := u.Interface
+		if uplink == config.UnderlayAuto {
+			ip, _ := netip.ParseAddr(u.NodeIP) // validated
+			var err error
+			if uplink, err = underlay.DetectUplink(u.Bridge, ip); err != nil {
+				db.Close()
+				return nil, nil, err
+			}
+			log.Info("underlay uplink detected", "uplink", uplink, "node_ip", ip, "bridge", u.Bridge)
+		}
+		err := underlay.Setup(ctx, db, underlay.Spec{Bridge: u.Bridge, Uplink: uplink, DatapathType: cfg.Bridge.DatapathType},
 			log.With("component", "underlay"))
 		if err != nil {
 			db.Close()

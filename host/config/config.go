@@ -104,8 +104,17 @@ type Underlay struct {
 	Bridge string `mapstructure:"bridge"`
 	// Interface is the uplink holding the node IP today (e.g. eth0); it
 	// becomes the bridge's port and its addresses move to the bridge.
+	// auto: the interface that holds NodeIP (after a first move, the
+	// bridge's uplink port), and the underlay is set up on the netdev
+	// datapath only, so one config fits nodes of either datapath.
 	Interface string `mapstructure:"interface"`
+	// NodeIP is the address auto looks for; empty: the NODE_IP
+	// environment variable (the DaemonSet's status.hostIP).
+	NodeIP string `mapstructure:"nodeIP"`
 }
+
+// UnderlayAuto is the underlay.interface value that detects the uplink.
+const UnderlayAuto = "auto"
 
 // OVS says where Open vSwitch listens.
 type OVS struct {
@@ -175,6 +184,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("bridge.userspaceTSO", "auto")
 	v.SetDefault("underlay.bridge", "")
 	v.SetDefault("underlay.interface", "")
+	v.SetDefault("underlay.nodeIP", "")
 	v.SetDefault("ovs.dbSocket", "unix:/var/run/openvswitch/db.sock")
 	v.SetDefault("ovs.runDir", "/var/run/openvswitch")
 	v.SetDefault("runDir", "/var/run/switchyard")
@@ -281,6 +291,10 @@ func read(path string, fs *pflag.FlagSet) (*Config, error) {
 		// The DaemonSet passes the node name through the downward API.
 		c.NodeName = os.Getenv("NODE_NAME")
 	}
+	if c.Underlay.NodeIP == "" {
+		// And the node IP (status.hostIP), for underlay.interface auto.
+		c.Underlay.NodeIP = os.Getenv("NODE_IP")
+	}
 	if err := pluginSections(raw, &c); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -347,8 +361,14 @@ func (c *Config) Validate() error {
 			bad("underlay.bridge", "%q is the integration bridge; name another one (e.g. br-phy)", u.Bridge)
 		case u.Interface == u.Bridge:
 			bad("underlay.interface", "%q is the underlay bridge itself; name the uplink that holds the node IP (e.g. eth0)", u.Interface)
+		case u.Interface == UnderlayAuto && u.NodeIP == "":
+			bad("underlay.interface", "auto looks for the interface holding the node IP, but none is known: set underlay.nodeIP, or pass NODE_IP (the DaemonSet sets it from status.hostIP)")
+		case u.Interface == UnderlayAuto:
+			if _, err := netip.ParseAddr(u.NodeIP); err != nil {
+				bad("underlay.nodeIP", "%q is not an IP address", u.NodeIP)
+			}
 		case c.Bridge.DatapathType != DatapathNetdev:
-			bad("underlay.bridge", "only the netdev (userspace) datapath needs an underlay bridge; the %s datapath tunnels through the kernel, leave underlay empty", c.Bridge.DatapathType)
+			bad("underlay.bridge", "only the netdev (userspace) datapath needs an underlay bridge; the %s datapath tunnels through the kernel, leave underlay empty (or set interface: auto, which is skipped there)", c.Bridge.DatapathType)
 		}
 	}
 	if !strings.HasPrefix(c.OVS.DBSocket, "unix:") && !strings.HasPrefix(c.OVS.DBSocket, "tcp:") {

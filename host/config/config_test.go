@@ -149,16 +149,35 @@ func TestUnderlayValidation(t *testing.T) {
 		{"br-int", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-int, interface: eth0}", `underlay.bridge: "br-int" is the integration bridge`},
 		{"self", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: br-phy}", `underlay.interface: "br-phy" is the underlay bridge itself`},
 		{"system", "bridge: {datapathType: system}\nunderlay: {bridge: br-phy, interface: eth0}", "underlay.bridge: only the netdev (userspace) datapath needs an underlay bridge"},
+		// auto: one config for nodes of either datapath, the uplink found
+		// by the node IP (NODE_IP from the DaemonSet, or underlay.nodeIP).
+		{"auto, netdev", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: auto}", ""},
+		{"auto, system (skipped there)", "bridge: {datapathType: system}\nunderlay: {bridge: br-phy, interface: auto}", ""},
+		{"auto, node IP from the config", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: auto, nodeIP: 198.18.0.7}", ""},
+		{"auto, no node IP", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: auto}", "underlay.interface: auto looks for the interface holding the node IP, but none is known"},
+		{"auto, bad node IP", "bridge: {datapathType: netdev}\nunderlay: {bridge: br-phy, interface: auto, nodeIP: node-1}", `underlay.nodeIP: "node-1" is not an IP address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			env := "198.18.0.1"
+			if strings.Contains(tc.name, "no node IP") || strings.Contains(tc.name, "bad node IP") {
+				env = ""
+			}
+			t.Setenv("NODE_IP", env)
 			path := writeFile(t, t.TempDir(), "agent.yaml", "nodeName: n1\n"+tc.yaml+"\n", 0o644)
 			c, err := Load(path, nil)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("valid underlay refused: %v", err)
 				}
-				if c.Underlay.Bridge != "br-phy" || c.Underlay.Interface != "eth0" {
-					t.Fatalf("underlay = %+v, want br-phy/eth0", c.Underlay)
+				wantIf, wantIP := "eth0", env
+				if strings.HasPrefix(tc.name, "auto") {
+					wantIf = "auto"
+				}
+				if strings.Contains(tc.yaml, "nodeIP:") {
+					wantIP = "198.18.0.7"
+				}
+				if c.Underlay.Bridge != "br-phy" || c.Underlay.Interface != wantIf || (wantIf == "auto" && c.Underlay.NodeIP != wantIP) {
+					t.Fatalf("underlay = %+v, want br-phy/%s node IP %q", c.Underlay, wantIf, wantIP)
 				}
 				return
 			}
