@@ -98,3 +98,37 @@ func (c *Client) createUnderlay(ctx context.Context, s UnderlaySpec) error {
 	c.log.Info("created the underlay bridge", "bridge", s.Bridge, "uplink", s.Uplink, "datapath_type", s.DatapathType, "hwaddr", s.HWAddr)
 	return nil
 }
+
+// UnderlayBridge is an underlay bridge found in the database and its uplink.
+type UnderlayBridge struct {
+	Bridge, Uplink string
+}
+
+// UnderlayBridges lists the underlay bridges the agent made
+// (EnsureUnderlayBridge): the bridges other than the client's that the
+// host owns, each with its one port besides its own internal one. The
+// uninstall needs them to give the node's addresses back to the uplink.
+func (c *Client) UnderlayBridges(ctx context.Context) ([]UnderlayBridge, error) {
+	var bridges []vswitchd.Bridge
+	if err := c.c.List(ctx, &bridges); err != nil {
+		return nil, err
+	}
+	var out []UnderlayBridge
+	for _, b := range bridges {
+		if b.Name == c.bridge || b.ExternalIDs[OwnerKey] != HostOwner {
+			continue
+		}
+		u := UnderlayBridge{Bridge: b.Name}
+		for _, uuid := range b.Ports {
+			p := &vswitchd.Port{UUID: uuid}
+			if err := c.c.Get(ctx, p); err != nil {
+				return nil, fmt.Errorf("port %s of bridge %s: %w", uuid, b.Name, err)
+			}
+			if p.Name != b.Name {
+				u.Uplink = p.Name
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

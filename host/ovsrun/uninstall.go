@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"switchyard.dev/switchyard/cni/conflist"
 	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/host/underlay"
 )
 
 // UninstallOptions say what to remove from a node.
@@ -21,37 +27,50 @@ type UninstallOptions struct {
 	// Remove are further directories Switchyard created on the node
 	// (its run and state directories), removed with their contents.
 	Remove []string
+	// AgentSocket, if set, is switchyard-agent's API socket: while an
+	// agent answers there it could recreate what is being removed.
+	AgentSocket string
+	// WaitGone is how long to wait for Open vSwitch and the agent to stop
+	// answering (their pods being deleted) before giving up; 0 refuses at
+	// once if they still answer. The uninstall DaemonSet is applied
+	// before switchyard.yml is deleted and waits: on the userspace
+	// datapath with an underlay the node IP lives on a bridge that passes
+	// no packet once ovs-vswitchd is gone, so a pod created after that
+	// would never reach the node.
+	WaitGone time.Duration
 }
 
 // UninstallReport says what Uninstall did.
 type UninstallReport struct {
 	// BridgeDeleted names the bridge deleted through OVSDB ("" if none).
 	BridgeDeleted string
-	Removed       []string
+	// Underlays are the underlay bridges whose addresses went back to
+	// their uplink and which were deleted.
+	Underlays []string
+	Removed   []string
 }
 
-// Uninstall leaves the node as it was before Switchyard: it starts the
-// node's Open vSwitch from its database once more (the switchyard-ovs pod
-// must be gone already; a running switch is refused rather than pulled
-// out from under), deletes the integration bridge through OVSDB so
-// ovs-vswitchd removes its datapath ports (on the kernel datapath they
-// would otherwise outlive the process), stops OVS, then removes the
-// database, the OVS run directory, the conflist and the CNI binaries
-// Switchyard installed, and the Remove directories.
+// Uninstall leaves the node as it was before Switchyard: once the
+// switchyard-ovs and agent pods are gone (a running switch is waited for,
+// up to WaitGone, or refused, never pulled out from under), it starts the
+// node's Open vSwitch from its database once more, gives the node's
+// addresses and routes back from every underlay bridge to its uplink,
+// deletes those bridges and the integration bridge through OVSDB so
+// ovs-vswitchd removes their datapath ports (kernel datapath ports and the
+// userspace datapath's tap devices would otherwise outlive the process),
+// stops OVS, then removes the database, the OVS run directory, the
+// conflist and the CNI binaries Switchyard installed, and the Remove
+// directories.
 func Uninstall(ctx context.Context, u UninstallOptions) (UninstallReport, error) {
 	o := u.OVS
 	o.defaults()
 	var rep UninstallReport
-	if Probe(o.RunDir) == nil {
-		return rep, fmt.Errorf("Open vSwitch still answers in %s: delete the switchyard-ovs DaemonSet (kubectl delete -f switchyard.yml) before uninstalling", o.RunDir)
+	if err := waitGone(ctx, u, o); err != nil {
+		return rep, err
 	}
 	if _, err := os.Stat(o.dbFile()); err == nil {
-		deleted, err := deleteBridge(ctx, o)
-		if err != nil {
+		if err := deleteBridges(ctx, o, &rep); err != nil {
 			return rep, err
-		}
-		if deleted {
-			rep.BridgeDeleted = o.Bridge
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return rep, err
@@ -67,7 +86,7 @@ func Uninstall(ctx context.Context, u UninstallOptions) (UninstallReport, error)
 		if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err := os.RemoveAll(d); err != nil {
+		if err := removeDir(d); err != nil {
 			return rep, fmt.Errorf("removing %s: %w", d, err)
 		}
 		rep.Removed = append(rep.Removed, d)
@@ -75,37 +94,146 @@ func Uninstall(ctx context.Context, u UninstallOptions) (UninstallReport, error)
 	return rep, nil
 }
 
-// deleteBridge runs OVS from the node's database just long enough to
-// delete the bridge.
-func deleteBridge(ctx context.Context, o Options) (bool, error) {
+// removeDir removes d with its contents. A d that is a mount point (a
+// node may keep /var/lib/switchyard on a volume of its own) cannot go
+// itself: emptied is removed enough.
+func removeDir(d string) error {
+	err := os.RemoveAll(d)
+	if errors.Is(err, syscall.EBUSY) {
+		if ents, rerr := os.ReadDir(d); rerr == nil && len(ents) == 0 {
+			return nil
+		}
+	}
+	return err
+}
+
+// waitGone waits until neither Open vSwitch nor the agent answers on the
+// node, for at most u.WaitGone.
+func waitGone(ctx context.Context, u UninstallOptions, o Options) error {
+	// Each daemon on its own: the switchyard-ovs pod stops ovs-vswitchd
+	// before ovsdb-server, and an ovsdb-server on its way out may still
+	// hold the database lock after its socket went quiet.
+	busy := func() string {
+		if answers(filepath.Join(o.RunDir, "ovs-vswitchd.ctl"), "version") == nil {
+			return "ovs-vswitchd still answers in " + o.RunDir
+		}
+		if answers(filepath.Join(o.RunDir, "db.sock"), "list_dbs") == nil {
+			return "Open vSwitch still answers in " + o.RunDir
+		}
+		if dbLocked(o.dbFile()) {
+			return "ovsdb-server still holds the lock of " + o.dbFile()
+		}
+		if u.AgentSocket != "" {
+			if c, err := net.DialTimeout("unix", u.AgentSocket, time.Second); err == nil {
+				c.Close()
+				return "switchyard-agent still answers on " + u.AgentSocket
+			}
+		}
+		return ""
+	}
+	why := busy()
+	if why == "" {
+		return nil
+	}
+	if u.WaitGone <= 0 {
+		return fmt.Errorf("%s: delete switchyard.yml (kubectl delete -f switchyard.yml) before uninstalling", why)
+	}
+	o.Log.Info("waiting for Switchyard's pods to be deleted from this node (kubectl delete -f switchyard.yml)", "now", why, "at_most", u.WaitGone)
+	ctx, cancel := context.WithTimeout(ctx, u.WaitGone)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for why != "" {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s after waiting %v: delete switchyard.yml (kubectl delete -f switchyard.yml) to uninstall", why, u.WaitGone)
+		case <-tick.C:
+		}
+		why = busy()
+	}
+	o.Log.Info("Open vSwitch and the agent are gone from this node; uninstalling")
+	return nil
+}
+
+// deleteBridges runs OVS from the node's database just long enough to
+// give the node's addresses back from every underlay bridge to its uplink
+// and delete those bridges and the integration bridge.
+func deleteBridges(ctx context.Context, o Options, rep *UninstallReport) error {
 	sw, err := Start(ctx, o)
 	if err != nil {
-		return false, fmt.Errorf("starting OVS to delete %s: %w", o.Bridge, err)
+		return fmt.Errorf("starting OVS to delete %s: %w", o.Bridge, err)
 	}
 	defer sw.Stop()
 	c, err := ovsdb.Dial(ctx, o.DBSocket(), o.Bridge, o.Log)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer c.Close()
+	underlays, err := c.UnderlayBridges(ctx)
+	if err != nil {
+		return err
+	}
+	// The addresses go back first: deleting a bridge deletes its
+	// interface, and the node IP with it.
+	for _, u := range underlays {
+		if u.Uplink == "" {
+			continue
+		}
+		if _, err := underlay.Restore(u.Bridge, u.Uplink, o.Log); err != nil {
+			return err
+		}
+	}
+	for _, u := range underlays {
+		uc, err := ovsdb.Dial(ctx, o.DBSocket(), u.Bridge, o.Log)
+		if err != nil {
+			return err
+		}
+		_, err = uc.DeleteBridge(ctx)
+		uc.Close()
+		if err != nil {
+			return err
+		}
+		if err := waitBridgeGone(ctx, o, u.Bridge); err != nil {
+			return err
+		}
+		rep.Underlays = append(rep.Underlays, u.Bridge)
+	}
 	deleted, err := c.DeleteBridge(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	// ovs-vswitchd removes the datapath ports when it applies the change;
 	// wait for it to have done so before stopping it.
-	if err := waitBridgeGone(ctx, o); err != nil {
-		return deleted, err
+	if err := waitBridgeGone(ctx, o, o.Bridge); err != nil {
+		return err
 	}
-	return deleted, nil
+	if deleted {
+		rep.BridgeDeleted = o.Bridge
+	}
+	return nil
 }
 
 // waitBridgeGone waits until ovs-vswitchd closed the bridge's OpenFlow
 // management socket, which it does when it tears the bridge down.
-func waitBridgeGone(ctx context.Context, o Options) error {
-	mgmt := filepath.Join(o.RunDir, o.Bridge+".mgmt")
+func waitBridgeGone(ctx context.Context, o Options, bridge string) error {
+	mgmt := filepath.Join(o.RunDir, bridge+".mgmt")
 	return pollUntil(ctx, func() bool {
 		_, err := os.Stat(mgmt)
 		return errors.Is(err, os.ErrNotExist)
-	}, fmt.Sprintf("ovs-vswitchd to remove bridge %s (%s still there)", o.Bridge, mgmt))
+	}, fmt.Sprintf("ovs-vswitchd to remove bridge %s (%s still there)", bridge, mgmt))
+}
+
+// dbLocked reports whether a process holds the lock ovsdb-server takes on
+// its database (an fcntl lock on .<name>.~lock~ beside it).
+func dbLocked(db string) bool {
+	f, err := os.Open(filepath.Join(filepath.Dir(db), "."+filepath.Base(db)+".~lock~"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_GETLK, &lk); err != nil {
+		return false
+	}
+	return lk.Type != unix.F_UNLCK
 }

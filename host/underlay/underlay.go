@@ -57,6 +57,36 @@ func Setup(ctx context.Context, db Bridger, s Spec, log *slog.Logger) error {
 	return nil
 }
 
+// Restore is Setup's undo, for the uninstall: it gives the node's
+// addresses and routes back from the bridge's interface to the uplink and
+// brings the uplink up, so the node keeps its IP when the bridge is
+// deleted (on the userspace datapath the bridge's interface is a tap
+// device that outlives ovs-vswitchd, holding the node IP but passing no
+// packet: the node is cut off from the network until the IP is back on
+// the uplink). A missing bridge interface is nothing to restore.
+func Restore(bridge, uplink string, log *slog.Logger) (int, error) {
+	br, err := netlink.LinkByName(bridge)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("underlay: bridge interface %q: %w", bridge, err)
+	}
+	up, err := netlink.LinkByName(uplink)
+	if err != nil {
+		return 0, fmt.Errorf("underlay: uplink %q: %w", uplink, err)
+	}
+	moved, err := move(br, up)
+	if err != nil {
+		return moved, err
+	}
+	if moved > 0 {
+		log.Info("gave the node's addresses back to the uplink", "bridge", bridge, "uplink", uplink, "addresses", moved)
+	}
+	return moved, nil
+}
+
 // waitLink waits for ovs-vswitchd to create the bridge's internal device
 // and give it the uplink's MAC (other_config:hwaddr). Only then may routes
 // move onto it: ovs-vswitchd sets a tap device's MAC by taking it down and
@@ -92,32 +122,32 @@ func movable(a netlink.Addr) bool {
 	return !a.IP.IsLinkLocalUnicast()
 }
 
-// move transfers the uplink's addresses and the routes that use it to br,
-// and brings br up. Routes the kernel derives from an address come back by
+// move transfers the addresses of from and the routes that use it to to,
+// and brings to up (Setup: from the uplink to the bridge; Restore: back). Routes the kernel derives from an address come back by
 // themselves; the others (a default route, static routes) are re-added.
-func move(uplink, br netlink.Link) (int, error) {
-	addrs, err := netlink.AddrList(uplink, netlink.FAMILY_ALL)
+func move(from, to netlink.Link) (int, error) {
+	addrs, err := netlink.AddrList(from, netlink.FAMILY_ALL)
 	if err != nil {
-		return 0, fmt.Errorf("underlay: listing addresses of %s: %w", uplink.Attrs().Name, err)
+		return 0, fmt.Errorf("underlay: listing addresses of %s: %w", from.Attrs().Name, err)
 	}
-	routes, err := netlink.RouteList(uplink, netlink.FAMILY_ALL)
+	routes, err := netlink.RouteList(from, netlink.FAMILY_ALL)
 	if err != nil {
-		return 0, fmt.Errorf("underlay: listing routes of %s: %w", uplink.Attrs().Name, err)
+		return 0, fmt.Errorf("underlay: listing routes of %s: %w", from.Attrs().Name, err)
 	}
-	if err := netlink.LinkSetUp(br); err != nil {
-		return 0, fmt.Errorf("underlay: setting %s up: %w", br.Attrs().Name, err)
+	if err := netlink.LinkSetUp(to); err != nil {
+		return 0, fmt.Errorf("underlay: setting %s up: %w", to.Attrs().Name, err)
 	}
 	n := 0
 	for _, a := range addrs {
 		if !movable(a) {
 			continue
 		}
-		if err := netlink.AddrDel(uplink, &a); err != nil {
-			return n, fmt.Errorf("underlay: removing %s from %s: %w", a.IPNet, uplink.Attrs().Name, err)
+		if err := netlink.AddrDel(from, &a); err != nil {
+			return n, fmt.Errorf("underlay: removing %s from %s: %w", a.IPNet, from.Attrs().Name, err)
 		}
 		na := &netlink.Addr{IPNet: a.IPNet, Label: "", Flags: a.Flags | unix.IFA_F_NODAD, Scope: a.Scope}
-		if err := netlink.AddrReplace(br, na); err != nil {
-			return n, fmt.Errorf("underlay: adding %s to %s: %w", a.IPNet, br.Attrs().Name, err)
+		if err := netlink.AddrReplace(to, na); err != nil {
+			return n, fmt.Errorf("underlay: adding %s to %s: %w", a.IPNet, to.Attrs().Name, err)
 		}
 		n++
 	}
@@ -125,10 +155,13 @@ func move(uplink, br netlink.Link) (int, error) {
 		if r.Protocol == unix.RTPROT_KERNEL || (r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast()) || r.Table == unix.RT_TABLE_LOCAL {
 			continue
 		}
-		r.LinkIndex = br.Attrs().Index
+		r.LinkIndex = to.Attrs().Index
 		r.ILinkIndex = 0
+		// State the kernel reports about the old device (no carrier:
+		// linkdown), never accepted in a new route.
+		r.Flags &^= unix.RTNH_F_DEAD | unix.RTNH_F_LINKDOWN
 		if err := netlink.RouteReplace(&r); err != nil && !errors.Is(err, unix.EEXIST) {
-			return n, fmt.Errorf("underlay: moving route %s to %s: %w", r, br.Attrs().Name, err)
+			return n, fmt.Errorf("underlay: moving route %s to %s: %w", r, to.Attrs().Name, err)
 		}
 	}
 	return n, nil

@@ -19,8 +19,9 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// uninstall is the container of manifests/uninstall.yaml: it cleans the
-// node, then (with --wait) stays up so the DaemonSet shows every node done
+// uninstall is the init container of manifests/uninstall.yaml: it waits
+// (--wait-gone) for Switchyard's pods to be deleted and cleans the node.
+// With --wait it then stays up, so the DaemonSet shows every node done
 // (Ready) instead of restarting the cleanup forever.
 func uninstall(args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("uninstall", flag.ContinueOnError)
@@ -31,6 +32,8 @@ func uninstall(args []string, log *slog.Logger) error {
 	var remove listFlag
 	fs.Var(&remove, "remove", "a further directory to remove (repeatable): the agent's run and state directories")
 	wait := fs.Bool("wait", false, "after cleaning, wait for SIGTERM (as a DaemonSet's container)")
+	fs.StringVar(&u.AgentSocket, "agent-socket", "", "switchyard-agent's API socket: wait until no agent answers there")
+	fs.DurationVar(&u.WaitGone, "wait-gone", 0, "wait this long for Open vSwitch and the agent to be deleted from the node (0: refuse if they still run)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +44,9 @@ func uninstall(args []string, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	rep, err := ovsrun.Uninstall(ctx, u)
+	for _, b := range rep.Underlays {
+		fmt.Println("gave the node's addresses back to the uplink and deleted underlay bridge", b)
+	}
 	if rep.BridgeDeleted != "" {
 		fmt.Println("deleted bridge", rep.BridgeDeleted)
 	}
