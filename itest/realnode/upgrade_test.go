@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,47 +59,7 @@ func TestAgentRollingUpdate(t *testing.T) {
 			t.Fatalf("%v\nkube-system:\n%s", err, c.Describe("kube-system", 15))
 		}
 	}
-	n1, n2 := c.Nodes[0], c.Nodes[1]
-	c.CreatePod(t, "default", realnode.AgnhostPod("server", n2.Name, corev1.RestartPolicyAlways, "netexec", "--http-port=8080", "--udp-port=8081"))
-	c.CreatePod(t, "default", realnode.AgnhostPod("client", n1.Name, corev1.RestartPolicyAlways, "netexec", "--http-port=8080"))
-	var ips [2]string
-	for i, pn := range []string{"server", "client"} {
-		p, err := c.WaitPod("default", pn, realnode.Running, 120*time.Second)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, c.Describe("default", 10))
-		}
-		ips[i] = p.Status.PodIP
-	}
-	server, client := ips[0], ips[1]
-	// The harness asks the client pod (from node-1's host network) to send
-	// one UDP request to the server pod on node-2 and say whether it got
-	// the answer: netexec's /dial. netexec waits 5 s for a UDP answer; the
-	// HTTP timeout is longer so that a lost UDP request is told apart
-	// (netexec's error) from a client pod the harness could not reach.
-	hc := &http.Client{Timeout: 8 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return netns.Dial(n1.NetNS, network, addr, 2*time.Second)
-		}}}
-	url := fmt.Sprintf("http://%s/dial?request=hostname&protocol=udp&host=%s&port=8081&tries=1", net.JoinHostPort(client, "8080"), server)
-	probe := func() error {
-		resp, err := hc.Get(url)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var r struct{ Responses, Errors []string }
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("%v: %s", err, b)
-		}
-		if len(r.Responses) != 1 || r.Responses[0] != "server" {
-			return fmt.Errorf("no answer from the server pod: %s", b)
-		}
-		return nil
-	}
-	if err := testenv.Eventually("client pod reaching the server pod", 60*time.Second, 200*time.Millisecond, probe); err != nil {
-		t.Fatal(err)
-	}
+	pair := c.NewUDPPair(t, "default", c.Nodes[0], c.Nodes[1])
 
 	// A change of an OVS port's MTU makes ovs-vswitchd reconfigure its
 	// userspace datapath, and packets met meanwhile are dropped; a
@@ -111,30 +68,7 @@ func TestAgentRollingUpdate(t *testing.T) {
 	// in about half the runs).
 	gwChanges := watchGatewayMTU(t, c.Nodes)
 
-	var mu sync.Mutex
-	var sent int
-	var lost []string
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			err := probe()
-			mu.Lock()
-			sent++
-			if err != nil {
-				lost = append(lost, time.Now().Format("15:04:05.000")+" "+err.Error())
-			}
-			mu.Unlock()
-		}
-	}()
+	stopStream := pair.Stream()
 
 	ctx := context.Background()
 	ds, err := c.CP.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "switchyard-agent", metav1.GetOptions{})
@@ -159,36 +93,19 @@ func TestAgentRollingUpdate(t *testing.T) {
 	if _, err := c.CP.Client.AppsV1().DaemonSets("kube-system").Patch(ctx, "switchyard-agent", types.JSONPatchType, body, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.Eventually("the agent DaemonSet rolled out", 240*time.Second, 500*time.Millisecond, func() error {
-		ds, err := c.CP.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "switchyard-agent", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		st := ds.Status
-		if st.ObservedGeneration < ds.Generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled ||
-			st.NumberAvailable != st.DesiredNumberScheduled || st.NumberUnavailable != 0 {
-			return fmt.Errorf("status %+v", st)
-		}
-		pods, err := c.CP.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=switchyard,component=agent"})
-		if err != nil {
-			return err
-		}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil || p.Spec.Containers[0].Image != newRef {
-				return fmt.Errorf("agent pod %s still runs %s", p.Name, p.Spec.Containers[0].Image)
-			}
+	err = c.WaitDaemonSetRolled("kube-system", "switchyard-agent", "app=switchyard,component=agent", func(p *corev1.Pod) error {
+		if img := p.Spec.Containers[0].Image; img != newRef {
+			return fmt.Errorf("still runs %s", img)
 		}
 		return nil
-	})
+	}, 240*time.Second)
 	rolled := time.Since(started)
 	time.Sleep(2 * time.Second) // the new agents' first seconds, under traffic
-	close(stop)
-	<-done
+	res := stopStream()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, c.Describe("kube-system", 15))
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	sent, lost := res.Sent, res.Lost
 	t.Logf("rollout started %s", started.Format("15:04:05.000"))
 	t.Logf("rolled 2 agent pods to %s in %v; %d requests pod to pod across nodes, %d lost", newRef, rolled.Round(time.Millisecond), sent, len(lost))
 	if sent < 100 {
