@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"switchyard.dev/switchyard/cni/conflist"
@@ -69,9 +70,11 @@ func Uninstall(ctx context.Context, u UninstallOptions) (UninstallReport, error)
 		return rep, err
 	}
 	if _, err := os.Stat(o.dbFile()); err == nil {
-		if err := deleteBridges(ctx, o, &rep); err != nil {
+		taps, err := deleteBridges(ctx, o, &rep)
+		if err != nil {
 			return rep, err
 		}
+		removeTaps(o, taps)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return rep, err
 	} else {
@@ -158,17 +161,36 @@ func waitGone(ctx context.Context, u UninstallOptions, o Options) error {
 // deleteBridges runs OVS from the node's database just long enough to
 // give the node's addresses back from every underlay bridge to its uplink
 // and delete those bridges and the integration bridge.
-func deleteBridges(ctx context.Context, o Options, rep *UninstallReport) error {
+// It returns the names of the bridges' internal interfaces, which on the
+// userspace datapath are tap devices of ovs-vswitchd's.
+func deleteBridges(ctx context.Context, o Options, rep *UninstallReport) (taps []string, err error) {
 	sw, err := Start(ctx, o)
 	if err != nil {
-		return fmt.Errorf("starting OVS to delete %s: %w", o.Bridge, err)
+		return nil, fmt.Errorf("starting OVS to delete %s: %w", o.Bridge, err)
 	}
 	defer sw.Stop()
 	c, err := ovsdb.Dial(ctx, o.DBSocket(), o.Bridge, o.Log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
+	ports, err := c.Ports(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ports {
+		if p.Type == "internal" {
+			taps = append(taps, p.Name)
+		}
+	}
+	// The userspace datapath's own port.
+	taps = append(taps, "ovs-netdev")
+	return taps, deleteBridgesOf(ctx, o, c, rep)
+}
+
+// deleteBridgesOf is deleteBridges' work once OVS runs: the addresses back
+// to the uplinks, then the underlay bridges and the integration bridge.
+func deleteBridgesOf(ctx context.Context, o Options, c *ovsdb.Client, rep *UninstallReport) error {
 	underlays, err := c.UnderlayBridges(ctx)
 	if err != nil {
 		return err
@@ -211,6 +233,26 @@ func deleteBridges(ctx context.Context, o Options, rep *UninstallReport) error {
 		rep.BridgeDeleted = o.Bridge
 	}
 	return nil
+}
+
+// removeTaps deletes the tap devices of the deleted bridges that
+// outlived ovs-vswitchd. It removes them itself as it tears a bridge down,
+// but not always before the uninstall has stopped it (seen on a real
+// node: every tap left while the bridges were gone from the database), and
+// they are persistent: nobody else would ever delete them. Only tun/tap
+// devices are touched, never an interface of the node's.
+func removeTaps(o Options, names []string) {
+	for _, name := range names {
+		l, err := netlink.LinkByName(name)
+		if err != nil || l.Type() != "tuntap" {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			o.Log.Warn("could not delete a tap device Open vSwitch left", "device", name, "error", err)
+			continue
+		}
+		o.Log.Info("deleted a tap device Open vSwitch left", "device", name)
+	}
 }
 
 // waitBridgeGone waits until ovs-vswitchd closed the bridge's OpenFlow
