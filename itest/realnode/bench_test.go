@@ -45,7 +45,7 @@ func BenchmarkPodStartup(b *testing.B) {
 	// Same kubelets, our CNI: the reference conflist goes, ours comes
 	// with the manifests (install-cni), and the nodes turn Ready again.
 	c.RemoveCNI(b)
-	c.Apply(b, realnode.WithUnderlay(b, realnode.Manifest(b)))
+	c.Apply(b, realnode.Manifest(b))
 	if err := c.WaitSystemReady("kube-system", 180*time.Second); err != nil {
 		b.Fatalf("%v\nkube-system:\n%s", err, c.Describe("kube-system", 10))
 	}

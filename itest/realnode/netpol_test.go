@@ -112,7 +112,7 @@ var modelScenarios = []modelScenario{
 func TestNetworkPolicyModel(t *testing.T) {
 	start := time.Now()
 	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: realnode.ProductImages(t)})
-	c.Apply(t, realnode.WithUnderlay(t, realnode.Manifest(t)))
+	c.Apply(t, realnode.Manifest(t))
 	for _, n := range c.Nodes {
 		if err := c.WaitNode(n.Name, realnode.Ready(true), 180*time.Second); err != nil {
 			t.Fatalf("%v\nkube-system:\n%s", err, c.Describe("kube-system", 15))

@@ -22,7 +22,7 @@ import (
 func TestOVSCannotStart(t *testing.T) {
 	c := realnode.Start(t, realnode.Options{Nodes: 1, Images: realnode.ProductImages(t)})
 	const auto = "datapathType: auto"
-	yml := string(realnode.WithUnderlay(t, realnode.Manifest(t)))
+	yml := string(realnode.Manifest(t))
 	if !strings.Contains(yml, auto) {
 		t.Fatalf("switchyard.yml's agent config has no %q to change", auto)
 	}

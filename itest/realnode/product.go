@@ -71,20 +71,6 @@ func Manifest(t testenv.T) []byte {
 	return b
 }
 
-// WithUnderlay enables, in switchyard.yml's agent config, the underlay
-// bridge the file leaves commented out: on the userspace (netdev) datapath,
-// the only one on a machine without the OVS kernel module, the tunnel
-// needs the node IP on an OVS bridge, and the file tells operators to
-// uncomment that line naming their uplink. Real nodes' uplink is eth0.
-func WithUnderlay(t testenv.T, yml []byte) []byte {
-	t.Helper()
-	const commented = "# underlay: {bridge: br-phy, interface: eth0}"
-	if !strings.Contains(string(yml), commented) {
-		t.Fatalf("switchyard.yml has no line %q to enable", commented)
-	}
-	return []byte(strings.Replace(string(yml), commented, "underlay: {bridge: br-phy, interface: eth0}", 1))
-}
-
 // built caches the image archives per set of images for the whole test
 // binary: building them takes minutes, and every real-node test installs
 // the same ones. RemoveBuiltImages (from TestMain) deletes them.

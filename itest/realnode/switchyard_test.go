@@ -24,7 +24,7 @@ import (
 // port goes).
 func TestSwitchyardInstall(t *testing.T) {
 	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: realnode.ProductImages(t)})
-	c.Apply(t, realnode.WithUnderlay(t, realnode.Manifest(t)))
+	c.Apply(t, realnode.Manifest(t))
 	for _, n := range c.Nodes {
 		if err := c.WaitNode(n.Name, realnode.Ready(true), 180*time.Second); err != nil {
 			t.Fatalf("%v\nkube-system:\n%s", err, c.Describe("kube-system", 15))

@@ -53,7 +53,7 @@ func TestAgentRollingUpdate(t *testing.T) {
 	oldRef := "switchyard/switchyard-agent:" + strings.TrimSpace(string(v))
 	newRef := oldRef + "-next"
 	c := realnode.Start(t, realnode.Options{Nodes: 2, Images: append(imgs, retag(t, imgs[0], oldRef, newRef))})
-	c.Apply(t, realnode.WithUnderlay(t, realnode.Manifest(t)))
+	c.Apply(t, realnode.Manifest(t))
 	for _, n := range c.Nodes {
 		if err := c.WaitNode(n.Name, realnode.Ready(true), 180*time.Second); err != nil {
 			t.Fatalf("%v\nkube-system:\n%s", err, c.Describe("kube-system", 15))

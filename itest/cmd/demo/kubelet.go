@@ -39,8 +39,8 @@ func runKubelet(r *testenv.Runner, nodes int, hold bool) bool {
 	})
 	fmt.Println("\nNo CNI yet, so the nodes are NotReady:")
 	printNodes(c)
-	step("applying manifests/switchyard.yml (underlay enabled for the userspace datapath); install-cni drops the conflist", func() {
-		c.Apply(r, realnode.WithUnderlay(r, realnode.Manifest(r)))
+	step("applying manifests/switchyard.yml as shipped (its underlay finds each node's uplink); install-cni drops the conflist", func() {
+		c.Apply(r, realnode.Manifest(r))
 		if err := c.WaitSystemReady("kube-system", 180*time.Second); err != nil {
 			r.Fatalf("%v\n%s", err, c.Describe("kube-system", 10))
 		}
