@@ -61,7 +61,7 @@ func TestThirdPartyPluginThenUninstall(t *testing.T) {
 	for _, n := range c.Nodes {
 		before[n.Name] = readNodeState(t, n)
 	}
-	yml := realnode.WithUnderlay(t, realnode.Manifest(t))
+	yml := realnode.Manifest(t)
 	c.Apply(t, yml)
 	for _, n := range c.Nodes {
 		if err := c.WaitNode(n.Name, realnode.Ready(true), 180*time.Second); err != nil {
