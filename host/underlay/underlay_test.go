@@ -19,7 +19,7 @@ import (
 func inNewNetNS(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
+		t.Fatalf("needs root (it creates a network namespace): run the tests as root, as make test does")
 	}
 	runtime.LockOSThread()
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
