@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -20,6 +19,23 @@ func Forward(t testenv.T, ns, listenAddr, target string) string {
 	if err != nil {
 		t.Fatalf("forwarding %s into %s: %v", target, ns, err)
 	}
+	Relay(t, l, func(in net.Conn) net.Conn {
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			in.Close()
+			return nil
+		}
+		return out
+	})
+	return l.Addr().String()
+}
+
+// Relay accepts on l until the test ends and joins each connection to the
+// one dial returns for it (dial may first read a handshake from it, such as
+// a proxy request; nil: dial closed it and there is nothing to join). At
+// cleanup it closes l and every open connection and waits for its
+// goroutines.
+func Relay(t testenv.T, l net.Listener, dial func(in net.Conn) net.Conn) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]struct{}{}
@@ -40,18 +56,17 @@ func Forward(t testenv.T, ns, listenAddr, target string) string {
 			if err != nil {
 				return
 			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
 			track(in, true)
-			track(out, true)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer track(in, false)
+				out := dial(in)
+				if out == nil {
+					return
+				}
+				track(out, true)
 				pipe(in, out)
-				track(in, false)
 				track(out, false)
 			}()
 		}
@@ -65,19 +80,15 @@ func Forward(t testenv.T, ns, listenAddr, target string) string {
 		mu.Unlock()
 		wg.Wait()
 	})
-	return l.Addr().String()
 }
 
-// pipe copies both ways until either side closes.
+// pipe copies both ways until either side ends, then closes both.
 func pipe(a, b net.Conn) {
 	done := make(chan struct{}, 2)
 	cp := func(dst, src net.Conn) {
-		_, err := io.Copy(dst, src)
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			_ = err // a reset peer simply ends the stream
-		}
-		if tc, ok := dst.(*net.TCPConn); ok {
-			tc.CloseWrite()
+		io.Copy(dst, src) // a reset peer simply ends the stream
+		if c, ok := dst.(interface{ CloseWrite() error }); ok {
+			c.CloseWrite()
 		}
 		done <- struct{}{}
 	}

@@ -29,36 +29,13 @@ const FieldManager = "switchyard-itest"
 // retried until discovery knows it.
 func (c *Cluster) Apply(t testenv.T, yaml []byte) {
 	t.Helper()
-	objs, err := decodeAll(yaml)
-	if err != nil {
-		t.Fatalf("decoding manifests: %v", err)
-	}
-	dyn, err := dynamic.NewForConfig(c.CP.Config)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c.CP.Config)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	cached := memory.NewMemCacheClient(dc)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	objs, resource := c.manifest(t, yaml)
 	for _, obj := range objs {
 		what := fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
 		err := testenv.Eventually("apply "+what, 30*time.Second, 250*time.Millisecond, func() error {
-			gvk := obj.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			ri, err := resource(obj)
 			if err != nil {
-				mapper.Reset()
 				return err
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if m.Scope.Name() == meta.RESTScopeNameNamespace {
-				ns := obj.GetNamespace()
-				if ns == "" {
-					ns = "default"
-				}
-				ri = dyn.Resource(m.Resource).Namespace(ns)
 			}
 			body, err := obj.MarshalJSON()
 			if err != nil {
@@ -74,6 +51,43 @@ func (c *Cluster) Apply(t testenv.T, yaml []byte) {
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
+	}
+}
+
+// manifest decodes a multi-document YAML into its objects and returns a
+// function giving each one's resource client (a namespaced one in its
+// namespace, default if it names none). A kind discovery does not know
+// yet resets the cached discovery, so a retry sees a CRD created since.
+func (c *Cluster) manifest(t testenv.T, yaml []byte) ([]*unstructured.Unstructured, func(*unstructured.Unstructured) (dynamic.ResourceInterface, error)) {
+	t.Helper()
+	objs, err := decodeAll(yaml)
+	if err != nil {
+		t.Fatalf("decoding manifests: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(c.CP.Config)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.CP.Config)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return objs, func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			mapper.Reset()
+			return nil, err
+		}
+		if m.Scope.Name() != meta.RESTScopeNameNamespace {
+			return dyn.Resource(m.Resource), nil
+		}
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		return dyn.Resource(m.Resource).Namespace(ns), nil
 	}
 }
 

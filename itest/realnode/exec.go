@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/testenv"
 )
@@ -57,52 +57,7 @@ egressSelections:
 `, sock)), 0o644); err != nil {
 		t.Fatalf("%v", err)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns = map[net.Conn]struct{}{}
-	)
-	track := func(c net.Conn, add bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if add {
-			conns[c] = struct{}{}
-		} else {
-			delete(conns, c)
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			track(in, true)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer track(in, false)
-				out := connectThrough(in, fabric)
-				if out == nil {
-					return
-				}
-				track(out, true)
-				splice(in, out)
-				track(out, false)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	cluster.Relay(t, l, func(in net.Conn) net.Conn { return connectThrough(in, fabric) })
 	return []string{"--egress-selector-config-file=" + cfg, "--kubelet-preferred-address-types=InternalIP"}
 }
 
@@ -136,24 +91,6 @@ func connectThrough(in net.Conn, ns string) net.Conn {
 		out.Write(b)
 	}
 	return out
-}
-
-// splice copies both ways until either side ends, then closes both.
-func splice(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if c, ok := dst.(interface{ CloseWrite() error }); ok {
-			c.CloseWrite()
-		}
-		done <- struct{}{}
-	}
-	go cp(a, b)
-	go cp(b, a)
-	<-done
-	<-done
-	a.Close()
-	b.Close()
 }
 
 // ExecResult is what a command run in a container said and how it ended.

@@ -10,13 +10,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	"switchyard.dev/switchyard/itest/testenv"
 )
@@ -45,34 +40,7 @@ var workloads = []string{"DaemonSet", "Deployment", "StatefulSet", "ReplicaSet",
 // (so CRDs, RBAC and ConfigMaps the pods used outlive them).
 func (c *Cluster) Delete(t testenv.T, yaml []byte, timeout time.Duration) {
 	t.Helper()
-	objs, err := decodeAll(yaml)
-	if err != nil {
-		t.Fatalf("decoding manifests: %v", err)
-	}
-	dyn, err := dynamic.NewForConfig(c.CP.Config)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c.CP.Config)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	resource := func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return nil, err
-		}
-		if m.Scope.Name() != meta.RESTScopeNameNamespace {
-			return dyn.Resource(m.Resource), nil
-		}
-		ns := obj.GetNamespace()
-		if ns == "" {
-			ns = "default"
-		}
-		return dyn.Resource(m.Resource).Namespace(ns), nil
-	}
+	objs, resource := c.manifest(t, yaml)
 	del := func(obj *unstructured.Unstructured) {
 		t.Helper()
 		ri, err := resource(obj)
@@ -96,7 +64,7 @@ func (c *Cluster) Delete(t testenv.T, yaml []byte, timeout time.Duration) {
 			rest = append(rest, obj)
 		}
 	}
-	err = testenv.Eventually("the workloads' pods gone", timeout, 500*time.Millisecond, func() error {
+	err := testenv.Eventually("the workloads' pods gone", timeout, 500*time.Millisecond, func() error {
 		for _, obj := range running {
 			ri, err := resource(obj)
 			if err != nil {
