@@ -116,8 +116,19 @@ func TestEgress(t *testing.T) {
 		for _, p := range web {
 			// 4 s after the first (omitted): the burst allowance and slow
 			// start do not count.
-			got := iperf(t, e.extNS, e.extIP.String(), p.NetNS, "-t", "5", "-O", "1") * 1000
-			t.Logf("%s through the Egress limited to %d Mbit/s: %.1f Mbit/s", p.Key(), mbps, got)
+			//
+			// A stream under the limit is measured again, up to three
+			// times: on two busy cores a starved sender or receiver can
+			// only slow it (CI once saw 17.6 Mbit/s on one of three pods),
+			// while one over the limit fails at once.
+			var got float64
+			for try := 1; try <= 3; try++ {
+				got = iperf(t, e.extNS, e.extIP.String(), p.NetNS, "-t", "5", "-O", "1") * 1000
+				t.Logf("%s through the Egress limited to %d Mbit/s: %.1f Mbit/s (try %d)", p.Key(), mbps, got, try)
+				if got >= mbps*0.9 {
+					break
+				}
+			}
 			if got > mbps*1.1 || got < mbps*0.9 {
 				t.Errorf("%s: %.1f Mbit/s, want %d Mbit/s within 10%%", p.Key(), got, mbps)
 			}
