@@ -106,6 +106,9 @@ func (c *Controller) sync(ctx context.Context) error {
 			return err
 		}
 		rs, perr := ParseRanges(p.Spec.IPRanges)
+		if perr == nil {
+			_, perr = ParseSubnet(p.Spec.SubnetInfo, p.Spec.IPRanges)
+		}
 		pools = append(pools, Pool{Name: p.Name, Ranges: rs, Err: perr})
 		poolObjs[p.Name] = p
 	}
