@@ -52,15 +52,38 @@
 //     pod port): netpol's ingress tables should let traffic whose
 //     destination is the gateway pass, as they do for tunnel's.
 //
+// Subnet (ExternalIPPool.spec.subnetInfo, checked by the controller:
+// every range inside gateway/prefixLength, the gateway outside them): the
+// SNATed traffic of a held IP of such a pool leaves through the subnet's
+// gateway on the uplink, not by the node's main routing table (package
+// hostnet, route.go). Each such IP gets a routing table, routeTableBase
+// (1100) + its mark ID, holding the subnet on the uplink and a default
+// via the gateway, and an ip rule (priority 1100) sending packets with
+// the IP's pkt_mark bits there. OVS sets those bits on the kernel
+// datapath; for the userspace datapath, where they do not reach the
+// kernel, nftables table switchyard-egress-route sets the same bits in
+// prerouting (mangle priority, before the routing decision) on what
+// enters from the gateway device from a selected pod, in a connection's
+// original direction, to a destination that is not kept. The Egress IP
+// stays a host address on the holder (a prefix there would add a
+// connected route competing with the uplink's). Rules at that priority in
+// the plugin's table range, the routes in those tables and the nftables
+// table are reconciled every sync and removed on unload, so a crashed
+// incarnation's leftovers go. Replies come back to the Egress IP on the
+// uplink and are un-SNATed as always; the node's reverse-path filter
+// must let them in (off, or loose with a route to the remote in the main
+// table).
+//
 // Bandwidth: an Egress with spec.bandwidth gets one OVS meter (a drop
 // band at the rate, with the burst) on the holder, applied in the marking
 // flows of all its pods, local and tunnelled, so the limit is for the
 // Egress as a whole.
 //
-// Not done yet: IPv6 Egress IPs (the plan skips them), subnetInfo (VLAN
-// or a prefix other than /32 on the device), more than 255 Egress IPs
-// held by one node (the mark is 8 bits).
+// Not done yet: IPv6 Egress IPs (the plan skips them), a VLAN for a
+// pool's subnet, more than 255 Egress IPs held by one node (the mark is 8
+// bits).
 //
 // Config (all optional): device (sy-egress0), gateway (sy-gw0),
-// serviceCIDRs, exceptCIDRs, memberlistPort (7946).
+// serviceCIDRs, exceptCIDRs, memberlistPort (7946), routeTableBase
+// (1100).
 package main

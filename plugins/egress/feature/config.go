@@ -11,6 +11,7 @@ const (
 	DefaultDevice         = "sy-egress0"
 	DefaultGateway        = "sy-gw0"
 	DefaultMemberlistPort = 7946
+	DefaultRouteTableBase = 1100
 )
 
 // Config is egress's section of the agent config.
@@ -26,6 +27,11 @@ type Config struct {
 	// MemberlistPort is the TCP and UDP port the agents' memberlist uses
 	// on the node IP.
 	MemberlistPort int `json:"memberlistPort,omitempty"`
+	// RouteTableBase: the routing tables RouteTableBase+1 to
+	// RouteTableBase+255 are the plugin's, one per Egress IP held here
+	// whose ExternalIPPool has subnetInfo (the traffic of that IP leaves
+	// through the subnet's gateway); nothing else may use them.
+	RouteTableBase int `json:"routeTableBase,omitempty"`
 }
 
 // ParseConfig reads and checks the config section; an error names the key.
@@ -44,6 +50,13 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	if c.MemberlistPort == 0 {
 		c.MemberlistPort = DefaultMemberlistPort
+	}
+	if c.RouteTableBase == 0 {
+		c.RouteTableBase = DefaultRouteTableBase
+	}
+	if c.RouteTableBase < 256 || c.RouteTableBase > maxRouteTableBase {
+		return c, fmt.Errorf("egress config routeTableBase: %d is out of range: give 256 to %d, so that tables base+1 to base+255 miss the kernel's own (253-255)",
+			c.RouteTableBase, maxRouteTableBase)
 	}
 	if c.MemberlistPort < 1 || c.MemberlistPort > 65535 {
 		return c, fmt.Errorf("egress config memberlistPort: %d is not a port (1-65535)", c.MemberlistPort)

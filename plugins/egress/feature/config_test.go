@@ -14,6 +14,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"exceptCIDRs":["192.0.2.0"]}`, "egress config"},
 		{`{"memberlistPort":70000}`, "memberlistPort: 70000 is not a port"},
 		{`{"device":"a-very-long-device-name"}`, "longer than 15"},
+		{`{"routeTableBase":2000}`, ""},
+		{`{"routeTableBase":200}`, "routeTableBase: 200 is out of range: give 256 to"},
+		{`{"routeTableBase":-5}`, "routeTableBase: -5 is out of range"},
 	} {
 		c, err := ParseConfig([]byte(tc.in))
 		if tc.wantErr == "" {

@@ -25,6 +25,9 @@ type Snapshot struct {
 	// Namespaces maps a namespace to its labels.
 	Namespaces map[string]labels.Set
 	Keep       []netip.Prefix
+	// PoolSubnets are the pools' subnetInfo, for those that have a valid
+	// one (subnet.go).
+	PoolSubnets map[string]Subnet
 }
 
 // NodeView is a Node as placement needs it.

@@ -89,6 +89,8 @@ type Egress struct {
 	// cut) is announced again, or the underlay keeps sending it to the
 	// node that held it meanwhile.
 	announced map[netip.Addr]bool
+	// routes: the policy routing of Egress IPs with subnetInfo (subnet.go).
+	routes routeState
 }
 
 var (
@@ -262,6 +264,7 @@ func (e *Egress) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespons
 	}
 	if req.Unload {
 		errs = append(errs, hostnet.RemoveSNAT(), e.dev.Clear())
+		errs = append(errs, hostnet.RemoveRoutes(e.cfg.RouteTableBase))
 		e.log.Info("unloaded: removed the Egress IP device and the SNAT table")
 	}
 	return errors.Join(errs...)
@@ -314,6 +317,7 @@ func (m *memberEvents) NotifyUpdate(*memberlist.Node) { m.poke() }
 func (e *Egress) snapshot() (Snapshot, error) {
 	s := Snapshot{Self: e.self, Nodes: map[string]NodeView{}, Alive: map[string]bool{e.self: true}, Pools: map[string]labels.Selector{},
 		Namespaces: map[string]labels.Set{}}
+	s.PoolSubnets = map[string]Subnet{}
 	for _, m := range e.ml.Members() {
 		s.Alive[m.Name] = true
 	}
@@ -355,6 +359,9 @@ func (e *Egress) snapshot() (Snapshot, error) {
 			continue
 		}
 		s.Pools[p.Name] = sel
+		if sub, ok := e.poolSubnet(p); ok {
+			s.PoolSubnets[p.Name] = sub
+		}
 	}
 	for _, o := range e.egs.GetStore().List() {
 		eg, err := decode[crdv1.Egress](o)
@@ -504,6 +511,9 @@ func (e *Egress) sync(ctx context.Context) error {
 			return err
 		}
 		e.lastNFT = k
+	}
+	if err := e.applyRouting(s, plan); err != nil {
+		return err
 	}
 	if err := e.applyAddrs(plan); err != nil {
 		return err

@@ -5,4 +5,7 @@
 // (ApplySNAT), in table switchyard-egress, in a srcnat chain that runs
 // before tunnel's masquerade (priority srcnat-10), so that chain never
 // sees a connection this one translated.
+//
+// The held IPs of pools with subnetInfo are also policy-routed through
+// their subnet's gateway (route.go: ApplyRoutes, ApplyRouteMarks).
 package hostnet
