@@ -25,8 +25,11 @@ type ExternalIPPoolSpec struct {
 	// IPRanges are the pool's addresses.
 	// +kubebuilder:validation:MinItems=1
 	IPRanges []IPRange `json:"ipRanges"`
-	// SubnetInfo describes the subnet the addresses belong to, so a node
-	// holding one configures it with the right prefix.
+	// SubnetInfo describes the subnet the addresses belong to: the node
+	// holding one of them sends the Egress traffic of that address to the
+	// subnet's gateway on its uplink, not by its main routing table. Every
+	// range must lie inside gateway/prefixLength, the gateway outside the
+	// ranges; otherwise the pool is invalid.
 	// +optional
 	SubnetInfo *SubnetInfo `json:"subnetInfo,omitempty"`
 	// NodeSelector picks the nodes that may hold the pool's IPs; empty
@@ -51,9 +54,10 @@ type IPRange struct {
 
 // SubnetInfo is the subnet of a pool's addresses.
 type SubnetInfo struct {
-	// Gateway of the subnet.
+	// Gateway is the subnet's router, such as 198.18.1.1.
 	Gateway string `json:"gateway"`
-	// PrefixLength of the subnet.
+	// PrefixLength of the subnet: 1-32 for an IPv4 gateway, 1-128 for
+	// IPv6.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=128
 	PrefixLength int32 `json:"prefixLength"`
