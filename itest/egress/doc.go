@@ -8,4 +8,6 @@
 // status conditions for a duplicate IP and an exhausted pool, and fails
 // the holding node over (its agent killed and its underlay link cut),
 // logging the time until the external server sees the same source again.
+// TestSubnetInfo puts the server behind a router in a second subnet and
+// checks that a pool's subnetInfo sends Egress traffic through it.
 package egress
