@@ -66,10 +66,11 @@
 // enters from the gateway device from a selected pod, in a connection's
 // original direction, to a destination that is not kept. The Egress IP
 // stays a host address on the holder (a prefix there would add a
-// connected route competing with the uplink's). Rules at that priority in
-// the plugin's table range, the routes in those tables and the nftables
-// table are reconciled every sync and removed on unload, so a crashed
-// incarnation's leftovers go. Replies come back to the Egress IP on the
+// connected route competing with the uplink's). The plugin's rules (that
+// priority, a table in its range) and the routes in its tables are
+// reconciled at the first sync, so a crashed incarnation's leftovers go,
+// and at every sync while an IP is routed; the nftables table when it
+// changes; all of it is removed on unload. Replies come back to the Egress IP on the
 // uplink and are un-SNATed as always; the node's reverse-path filter
 // must let them in (off, or loose with a route to the remote in the main
 // table).
