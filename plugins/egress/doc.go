@@ -3,11 +3,17 @@
 // with high availability.
 //
 // The controller (controller/egress) allocates each Egress an IP from its
-// ExternalIPPool and records it in status.egressIP. Every agent's egress
-// plugin then computes the same placement: the holder of an IP is the
-// owner of the IP's point on a consistent hash ring (package placement)
-// of the live nodes that match the pool's nodeSelector. A node joining
-// moves about 1/N of the IPs.
+// ExternalIPPool, one of each family when the pool has ranges of both
+// (dual-stack), and records them in status.egressIPs (status.egressIP is
+// the first, IPv4 if any). An Egress IP applies to the selected pods'
+// addresses of its family: IPv4 traffic leaves with the IPv4 one, IPv6
+// traffic with the IPv6 one; a family the Egress has no IP of is left
+// alone, so another Egress may take it (the oldest first, per address).
+// Every agent's egress plugin then computes the same placement: the
+// holder of an Egress is the owner of its first IP's point on a
+// consistent hash ring (package placement) of the live nodes that match
+// the pool's nodeSelector, and it holds all the Egress's IPs. A node
+// joining moves about 1/N of the Egresses.
 //
 // Liveness comes from hashicorp/memberlist among the plugins (UDP/TCP
 // port 7946 on the node IP, `memberlistPort`), not from Lease objects:
@@ -17,12 +23,19 @@
 // declared alive by an apiserver it can still reach. Every plugin also
 // counts itself alive.
 //
-// The holder puts the IP on a dummy device (sy-egress0, as a /32; where
-// the kernel has no dummy devices, as here in the test machine's
-// namespaces, on the uplink with the label <uplink>:egr, so the node's own
-// addresses are never touched) and announces it with three gratuitous ARPs on the device that holds the
-// node IP (br-phy on the userspace datapath), so the underlay moves the IP
-// at once.
+// The holder puts an IPv4 Egress IP on a dummy device (sy-egress0, as a
+// /32; where the kernel has no dummy devices, as here in the test
+// machine's namespaces, on the uplink with the label <uplink>:egr, so the
+// node's own addresses are never touched). An IPv6 one goes on the uplink
+// (the device that holds the node IP, br-phy on the userspace datapath)
+// as a /128 without duplicate address detection and deprecated from the
+// start: the kernel answers neighbour solicitations only for addresses of
+// the interface they arrive on, a deprecated address is never the source
+// of the node's own connections, and that combination (which neither
+// SLAAC, DHCPv6 nor an operator makes) is how the plugin knows its own.
+// Each new IP is announced three times on the uplink, so the underlay
+// moves it at once: a gratuitous ARP for IPv4, an unsolicited neighbour
+// advertisement with the override flag for IPv6.
 //
 // Datapath (package flows, package hostnet):
 //   - a selected pod's traffic to outside the cluster (anything but pod
@@ -54,12 +67,12 @@
 //
 // Bandwidth: an Egress with spec.bandwidth gets one OVS meter (a drop
 // band at the rate, with the burst) on the holder, applied in the marking
-// flows of all its pods, local and tunnelled, so the limit is for the
-// Egress as a whole.
+// flows of all its pods, local and tunnelled, both families, so the limit
+// is for the Egress as a whole.
 //
-// Not done yet: IPv6 Egress IPs (the plan skips them), subnetInfo (VLAN
-// or a prefix other than /32 on the device), more than 255 Egress IPs
-// held by one node (the mark is 8 bits).
+// Not done yet: subnetInfo (VLAN or a prefix other than /32 on the
+// device), more than 255 Egress IPs held by one node (the mark is 8
+// bits). The nodes talk (memberlist, the tunnel) over IPv4.
 //
 // Config (all optional): device (sy-egress0), gateway (sy-gw0),
 // serviceCIDRs, exceptCIDRs, memberlistPort (7946).
