@@ -29,30 +29,34 @@ type Request struct {
 	Want netip.Addr
 	// WantRaw is spec.egressIP as written, for messages.
 	WantRaw string
-	// Had is status.egressIP, the address allocated before (invalid: none).
-	Had netip.Addr
+	// Had are status.egressIPs (or status.egressIP), the addresses
+	// allocated before.
+	Had []netip.Addr
 }
 
-// Result is what an Egress gets: IP when allocated, otherwise Reason and
+// Result is what an Egress gets: IPs when allocated (one per family of its
+// pool, IPv4 first, or the one it asked for), otherwise Reason and
 // Message say why not.
 type Result struct {
-	IP      netip.Addr
+	IPs     []netip.Addr
 	Reason  string
 	Message string
 }
 
 // Allocated says whether the Egress got an IP.
-func (r Result) Allocated() bool { return r.IP.IsValid() }
+func (r Result) Allocated() bool { return len(r.IPs) > 0 }
 
 // Usage counts a pool's addresses.
 type Usage struct{ Total, Used int32 }
 
-// Allocate gives each request its IP. It is deterministic and keeps what
+// Allocate gives each request its IPs. It is deterministic and keeps what
 // was allocated before: first every Egress that asks for a fixed IP,
 // oldest first (a second Egress asking for a taken IP gets IPConflict),
 // then every Egress that already had an IP from its pool keeps it, then
 // the rest take the lowest free address of their pool, oldest first
-// (PoolExhausted when none is left).
+// (PoolExhausted when none is left). A pool with ranges of both families
+// gives each Egress one address of each; a family with no free address
+// leaves the Egress without any (PoolExhausted), never half-allocated.
 func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage) {
 	byName := map[string]Pool{}
 	for _, p := range pools {
@@ -76,9 +80,10 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 			out[r.Name] = Result{Reason: crdv1.ReasonInvalidIP, Message: fmt.Sprintf("spec.egressIP %q is not an IP address", r.WantRaw)}
 			continue
 		}
-		if !r.Want.Unmap().Is4() {
-			out[r.Name] = Result{Reason: crdv1.ReasonIPv6NotSupported,
-				Message: fmt.Sprintf("spec.egressIP %s is IPv6; Switchyard's Egress handles IPv4 only so far: request an IPv4 address", r.Want)}
+		want := r.Want.Unmap()
+		if want.Zone() != "" || want.IsUnspecified() || want.IsLoopback() || want.IsMulticast() || want.IsLinkLocalUnicast() {
+			out[r.Name] = Result{Reason: crdv1.ReasonInvalidIP,
+				Message: fmt.Sprintf("spec.egressIP %s cannot be a source address on the underlay; request a unicast address of the nodes' network", r.WantRaw)}
 			continue
 		}
 		if r.Pool != "" {
@@ -87,22 +92,25 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 				out[r.Name] = res
 				continue
 			}
-			if !inRanges(p.Ranges, r.Want) {
+			if !inRanges(p.Ranges, want) {
 				out[r.Name] = Result{Reason: crdv1.ReasonIPOutsidePool,
-					Message: fmt.Sprintf("spec.egressIP %s is not in ExternalIPPool %s; pick an address of the pool's ipRanges or drop spec.egressIP", r.Want, r.Pool)}
+					Message: fmt.Sprintf("spec.egressIP %s is not in ExternalIPPool %s; pick an address of the pool's ipRanges or drop spec.egressIP", want, r.Pool)}
 				continue
 			}
 		}
-		if other, ok := taken[r.Want]; ok {
+		if other, ok := taken[want]; ok {
 			out[r.Name] = Result{Reason: crdv1.ReasonIPConflict,
-				Message: fmt.Sprintf("spec.egressIP %s is already allocated to Egress %s; pick another address", r.Want, other)}
+				Message: fmt.Sprintf("spec.egressIP %s is already allocated to Egress %s; pick another address", want, other)}
 			continue
 		}
-		taken[r.Want] = r.Name
-		out[r.Name] = Result{IP: r.Want, Reason: crdv1.ReasonAllocated, Message: "the requested IP is allocated"}
+		taken[want] = r.Name
+		out[r.Name] = Result{IPs: []netip.Addr{want}, Reason: crdv1.ReasonAllocated, Message: "the requested IP is allocated"}
 	}
-	// 2. Pool IPs allocated before stay.
-	var fresh []Request
+	// 2. Pool IPs allocated before stay, family by family; 3. the rest
+	// take the lowest free address. An Egress keeps the address it had of
+	// one family even when it needs a fresh one of the other.
+	kept := map[string][]netip.Addr{}
+	var pending []Request
 	for _, r := range reqs {
 		if r.WantRaw != "" {
 			continue
@@ -116,30 +124,47 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 			out[r.Name] = res
 			continue
 		}
-		if r.Had.IsValid() && r.Had.Unmap().Is4() && inRanges(p.Ranges, r.Had) {
-			if _, dup := taken[r.Had]; !dup {
-				taken[r.Had] = r.Name
-				out[r.Name] = Result{IP: r.Had, Reason: crdv1.ReasonAllocated, Message: "allocated from ExternalIPPool " + r.Pool}
-				continue
+		for _, fam := range families(p.Ranges) {
+			for _, had := range r.Had {
+				had = had.Unmap()
+				if had.BitLen() != fam || !inRanges(p.Ranges, had) {
+					continue
+				}
+				if _, dup := taken[had]; !dup {
+					taken[had] = r.Name
+					kept[r.Name] = append(kept[r.Name], had)
+				}
+				break
 			}
 		}
-		fresh = append(fresh, r)
+		pending = append(pending, r)
 	}
-	// 3. The rest take the lowest free address.
-	for _, r := range fresh {
-		ip, ok := lowestFree(byName[r.Pool].Ranges, taken)
-		if !ok && !hasIPv4(byName[r.Pool].Ranges) {
-			out[r.Name] = Result{Reason: crdv1.ReasonIPv6NotSupported,
-				Message: fmt.Sprintf("ExternalIPPool %s has only IPv6 ranges; Switchyard's Egress handles IPv4 only so far: add an IPv4 range", r.Pool)}
-			continue
+	for _, r := range pending {
+		p := byName[r.Pool]
+		ips := kept[r.Name]
+		var missing []int
+		for _, fam := range families(p.Ranges) {
+			if slices.ContainsFunc(ips, func(a netip.Addr) bool { return a.BitLen() == fam }) {
+				continue
+			}
+			ip, ok := lowestFree(p.Ranges, fam, taken)
+			if !ok {
+				missing = append(missing, fam)
+				continue
+			}
+			taken[ip] = r.Name
+			ips = append(ips, ip)
 		}
-		if !ok {
+		if len(missing) > 0 {
+			for _, ip := range ips {
+				delete(taken, ip)
+			}
 			out[r.Name] = Result{Reason: crdv1.ReasonPoolExhausted,
-				Message: fmt.Sprintf("ExternalIPPool %s has no free address; add ipRanges to it or delete an Egress that uses it", r.Pool)}
+				Message: fmt.Sprintf("ExternalIPPool %s has no free %s address; add ipRanges to it or delete an Egress that uses it", r.Pool, familyName(missing))}
 			continue
 		}
-		taken[ip] = r.Name
-		out[r.Name] = Result{IP: ip, Reason: crdv1.ReasonAllocated, Message: "allocated from ExternalIPPool " + r.Pool}
+		slices.SortFunc(ips, func(a, b netip.Addr) int { return a.BitLen() - b.BitLen() })
+		out[r.Name] = Result{IPs: ips, Reason: crdv1.ReasonAllocated, Message: "allocated from ExternalIPPool " + r.Pool}
 	}
 	usage := map[string]Usage{}
 	for _, p := range pools {
@@ -156,6 +181,26 @@ func Allocate(pools []Pool, reqs []Request) (map[string]Result, map[string]Usage
 		usage[p.Name] = u
 	}
 	return out, usage
+}
+
+// families are the address families of the ranges as bit lengths, IPv4
+// (32) before IPv6 (128).
+func families(rs []Range) []int {
+	var out []int
+	for _, fam := range []int{32, 128} {
+		if slices.ContainsFunc(rs, func(r Range) bool { return r.First.BitLen() == fam }) {
+			out = append(out, fam)
+		}
+	}
+	return out
+}
+
+func familyName(fams []int) string {
+	var names []string
+	for _, f := range fams {
+		names = append(names, map[int]string{32: "IPv4", 128: "IPv6"}[f])
+	}
+	return strings.Join(names, " or ")
 }
 
 func poolProblem(r Request, p Pool, ok bool) (Result, bool) {
@@ -177,12 +222,12 @@ func inRanges(rs []Range, a netip.Addr) bool {
 	return false
 }
 
-// lowestFree walks the ranges in order; it visits at most the taken
-// addresses of a range plus one, so it is cheap for large ranges.
-// IPv6 ranges are skipped: the datapath side of Egress is IPv4 only.
-func lowestFree(rs []Range, taken map[netip.Addr]string) (netip.Addr, bool) {
+// lowestFree walks the ranges of family fam (a bit length) in order; it
+// visits at most the taken addresses of a range plus one, so it is cheap
+// for large ranges.
+func lowestFree(rs []Range, fam int, taken map[netip.Addr]string) (netip.Addr, bool) {
 	for _, r := range rs {
-		if !r.First.Is4() {
+		if r.First.BitLen() != fam {
 			continue
 		}
 		for a := r.First; a.IsValid() && a.Compare(r.Last) <= 0; a = a.Next() {
@@ -192,13 +237,4 @@ func lowestFree(rs []Range, taken map[netip.Addr]string) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
-}
-
-func hasIPv4(rs []Range) bool {
-	for _, r := range rs {
-		if r.First.Is4() {
-			return true
-		}
-	}
-	return false
 }

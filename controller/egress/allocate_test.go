@@ -72,10 +72,10 @@ func TestAllocate(t *testing.T) {
 			[]Request{{Name: "a", Created: t0, Pool: "p"}, {Name: "b", Created: t0, Pool: "p"}, {Name: "c", Created: t0, Pool: "p"}},
 			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}, "b": {"198.18.0.101", crdv1.ReasonAllocated}, "c": {"", crdv1.ReasonPoolExhausted}}, Usage{2, 2}},
 		{"status kept across a restart, even if younger",
-			[]Request{{Name: "a", Created: t0, Pool: "p"}, {Name: "b", Created: t0.Add(time.Second), Pool: "p", Had: ip("198.18.0.100")}},
+			[]Request{{Name: "a", Created: t0, Pool: "p"}, {Name: "b", Created: t0.Add(time.Second), Pool: "p", Had: []netip.Addr{ip("198.18.0.100")}}},
 			map[string]want{"a": {"198.18.0.101", crdv1.ReasonAllocated}, "b": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 2}},
 		{"fixed IP beats a kept one",
-			[]Request{{Name: "a", Created: t0, Pool: "p", Had: ip("198.18.0.100")}, {Name: "b", Created: t0.Add(time.Second), Pool: "p", Want: ip("198.18.0.100"), WantRaw: "198.18.0.100"}},
+			[]Request{{Name: "a", Created: t0, Pool: "p", Had: []netip.Addr{ip("198.18.0.100")}}, {Name: "b", Created: t0.Add(time.Second), Pool: "p", Want: ip("198.18.0.100"), WantRaw: "198.18.0.100"}},
 			map[string]want{"a": {"198.18.0.101", crdv1.ReasonAllocated}, "b": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 2}},
 		{"duplicate request: the older wins",
 			[]Request{{Name: "b", Created: t0.Add(time.Second), Want: ip("198.18.0.7"), WantRaw: "198.18.0.7"}, {Name: "a", Created: t0, Want: ip("198.18.0.7"), WantRaw: "198.18.0.7"}},
@@ -86,17 +86,25 @@ func TestAllocate(t *testing.T) {
 		{"unknown pool", []Request{{Name: "a", Pool: "nope"}}, map[string]want{"a": {"", crdv1.ReasonPoolNotFound}}, Usage{2, 0}},
 		{"not an IP", []Request{{Name: "a", WantRaw: "ten"}}, map[string]want{"a": {"", crdv1.ReasonInvalidIP}}, Usage{2, 0}},
 		{"nothing asked", []Request{{Name: "a"}}, map[string]want{"a": {"", crdv1.ReasonNoIP}}, Usage{2, 0}},
-		{"an IPv6 egressIP is refused as not supported, not dropped silently",
+		{"an IPv6 egressIP is allocated",
 			[]Request{{Name: "a", Want: ip("fd00::5"), WantRaw: "fd00::5"}},
-			map[string]want{"a": {"", crdv1.ReasonIPv6NotSupported}}, Usage{2, 0}},
-		{"a pool of IPv6 ranges only: not supported",
-			[]Request{{Name: "a", Pool: "v6"}},
-			map[string]want{"a": {"", crdv1.ReasonIPv6NotSupported}}, Usage{2, 0}},
-		{"a mixed pool allocates its IPv4 addresses, also in place of a kept IPv6 one",
-			[]Request{{Name: "a", Pool: "mixed", Had: ip("fd00::1")}},
-			map[string]want{"a": {"198.18.1.1", crdv1.ReasonAllocated}}, Usage{2, 0}},
+			map[string]want{"a": {"fd00::5", crdv1.ReasonAllocated}}, Usage{2, 0}},
+		{"a link-local egressIP is refused",
+			[]Request{{Name: "a", Want: ip("fe80::5"), WantRaw: "fe80::5"}},
+			map[string]want{"a": {"", crdv1.ReasonInvalidIP}}, Usage{2, 0}},
+		{"a pool of IPv6 ranges gives IPv6 addresses",
+			[]Request{{Name: "a", Pool: "v6"}, {Name: "b", Created: t0.Add(time.Second), Pool: "v6"}},
+			map[string]want{"a": {"fd00::1", crdv1.ReasonAllocated}, "b": {"fd00::2", crdv1.ReasonAllocated}}, Usage{2, 0}},
+		{"a dual-stack pool gives one address of each family, IPv4 first, keeping what it had",
+			[]Request{{Name: "a", Pool: "mixed", Had: []netip.Addr{ip("fd00::2")}}},
+			map[string]want{"a": {"198.18.1.1,fd00::2", crdv1.ReasonAllocated}}, Usage{2, 0}},
+		{"a dual-stack pool out of one family allocates nothing, and leaks nothing",
+			[]Request{{Name: "a", Created: t0, Pool: "mixed"}, {Name: "b", Created: t0.Add(time.Second), Pool: "mixed"},
+				{Name: "c", Created: t0.Add(2 * time.Second), Want: ip("fd00::2"), WantRaw: "fd00::2"}},
+			map[string]want{"a": {"198.18.1.1,fd00::1", crdv1.ReasonAllocated}, "b": {"", crdv1.ReasonPoolExhausted},
+				"c": {"fd00::2", crdv1.ReasonAllocated}}, Usage{2, 0}},
 		{"a kept IP outside a shrunk pool is replaced",
-			[]Request{{Name: "a", Pool: "p", Had: ip("198.18.0.9")}},
+			[]Request{{Name: "a", Pool: "p", Had: []netip.Addr{ip("198.18.0.9")}}},
 			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,9 +112,11 @@ func TestAllocate(t *testing.T) {
 			got := map[string]want{}
 			for n, r := range res {
 				w := want{reason: r.Reason}
-				if r.IP.IsValid() {
-					w.ip = r.IP.String()
+				var ips []string
+				for _, a := range r.IPs {
+					ips = append(ips, a.String())
 				}
+				w.ip = strings.Join(ips, ",")
 				if r.Message == "" {
 					t.Errorf("%s: empty message", n)
 				}
@@ -114,6 +124,9 @@ func TestAllocate(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
 				t.Errorf("results (-want +got):\n%s", d)
+			}
+			if r, ok := res["b"]; ok && r.Reason == crdv1.ReasonPoolExhausted && !strings.Contains(r.Message, "IPv") {
+				t.Errorf("exhausted message %q names no family", r.Message)
 			}
 			if usage["p"] != tc.usage {
 				t.Errorf("usage %+v, want %+v", usage["p"], tc.usage)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -122,7 +123,15 @@ func (c *Controller) sync(ctx context.Context) error {
 		egs[e.Name] = e
 		r := Request{Name: e.Name, Created: e.CreationTimestamp.Time, Pool: e.Spec.ExternalIPPool, WantRaw: e.Spec.EgressIP}
 		r.Want, _ = netip.ParseAddr(e.Spec.EgressIP)
-		r.Had, _ = netip.ParseAddr(e.Status.EgressIP)
+		had := e.Status.EgressIPs
+		if len(had) == 0 {
+			had = []string{e.Status.EgressIP}
+		}
+		for _, h := range had {
+			if a, err := netip.ParseAddr(h); err == nil {
+				r.Had = append(r.Had, a)
+			}
+		}
 		reqs = append(reqs, r)
 	}
 	res, usage := Allocate(pools, reqs)
@@ -155,15 +164,19 @@ func (c *Controller) sync(ctx context.Context) error {
 	return nil
 }
 
-// applyEgress writes status.egressIP and IPAllocated when they differ.
+// applyEgress writes status.egressIP(s) and IPAllocated when they differ.
 func (c *Controller) applyEgress(ctx context.Context, e *crdv1.Egress, r Result) error {
 	status := metav1.ConditionFalse
 	ip := ""
+	var ips []string
 	if r.Allocated() {
-		status, ip = metav1.ConditionTrue, r.IP.String()
+		status, ip = metav1.ConditionTrue, r.IPs[0].String()
+		for _, a := range r.IPs {
+			ips = append(ips, a.String())
+		}
 	}
 	old := meta.FindStatusCondition(e.Status.Conditions, crdv1.ConditionIPAllocated)
-	if e.Status.EgressIP == ip && old != nil && old.Status == status && old.Reason == r.Reason && old.Message == r.Message &&
+	if e.Status.EgressIP == ip && slices.Equal(e.Status.EgressIPs, ips) && old != nil && old.Status == status && old.Reason == r.Reason && old.Message == r.Message &&
 		old.ObservedGeneration == e.Generation {
 		return nil
 	}
@@ -175,14 +188,14 @@ func (c *Controller) applyEgress(ctx context.Context, e *crdv1.Egress, r Result)
 		"observedGeneration": e.Generation, "lastTransitionTime": now.UTC().Format(time.RFC3339)}
 	st := map[string]any{"conditions": []any{cond}}
 	if ip != "" {
-		st["egressIP"] = ip
+		st["egressIP"], st["egressIPs"] = ip, ips
 	}
 	// Without an IP the field is left out of the apply: the controller
 	// stops owning it, and the apiserver removes it.
 	if err := c.apply(ctx, crdv1.EgressesResource, "Egress", e.Name, st); err != nil {
 		return err
 	}
-	c.log.Info("egress allocation", "egress", e.Name, "ip", ip, "reason", r.Reason, "message", r.Message)
+	c.log.Info("egress allocation", "egress", e.Name, "ips", ips, "reason", r.Reason, "message", r.Message)
 	return nil
 }
 

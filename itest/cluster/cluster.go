@@ -22,6 +22,16 @@ import (
 // only inside the harness's own namespaces.
 const UnderlayCIDR = "198.18.0.0/24"
 
+// UnderlayCIDRv6 is the IPv6 side of the underlay (Options.UnderlayIPv6),
+// a unique local prefix of the harness.
+const UnderlayCIDRv6 = "fd00:198:18::/64"
+
+// UnderlayIPv6 is the IPv6 underlay address of host (a node index, or an
+// external host's number) in UnderlayCIDRv6.
+func UnderlayIPv6(host int) net.IP {
+	return net.ParseIP(fmt.Sprintf("fd00:198:18::%x", host))
+}
+
 // Options configures Start.
 type Options struct {
 	// Nodes is how many nodes to create (default 1).
@@ -30,6 +40,10 @@ type Options struct {
 	Client kubernetes.Interface
 	// DualStack also gives each node an IPv6 pod CIDR.
 	DualStack bool
+	// UnderlayIPv6 also puts an IPv6 address (UnderlayIPv6) on every
+	// node's and external host's eth0, and lists the node's as its second
+	// InternalIP, as dual-stack nodes have. The tunnel stays on IPv4.
+	UnderlayIPv6 bool
 	// StartAgent, if set, runs once per node after the node's namespace,
 	// underlay and OVS are up and its Node object exists. It starts whatever
 	// runs on the node (the Switchyard agent) and registers its cleanup on t.
@@ -56,6 +70,8 @@ type Node struct {
 	NetNS string
 	// UnderlayIP is the node's InternalIP, on its eth0.
 	UnderlayIP net.IP
+	// UnderlayIPv6 is its IPv6 one (Options.UnderlayIPv6 only).
+	UnderlayIPv6 net.IP
 	// PodCIDR and PodCIDRv6 (dual-stack only) are the node's pod ranges.
 	PodCIDR, PodCIDRv6 *net.IPNet
 	// OVS is the node's own ovsdb-server and ovs-vswitchd, with br-int.
@@ -122,6 +138,9 @@ func (c *Cluster) AddExternal(t testenv.T, host int) (ns string, ip net.IP) {
 	run(t, "ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", c.Fabric)
 	run(t, "ip", "-n", c.Fabric, "link", "set", port, "master", "fabric", "up")
 	run(t, "ip", "-n", ns, "addr", "add", ip.String()+"/24", "dev", "eth0")
+	if c.opts.UnderlayIPv6 {
+		run(t, "ip", "-n", ns, "addr", "add", UnderlayIPv6(host).String()+"/64", "dev", "eth0", "nodad")
+	}
 	run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
 	return ns, ip
 }
@@ -160,6 +179,10 @@ func (c *Cluster) addNode(t testenv.T, i int, opts Options) *Node {
 	run(t, "ip", "link", "add", "eth0", "netns", n.NetNS, "type", "veth", "peer", "name", port, "netns", c.Fabric)
 	run(t, "ip", "-n", c.Fabric, "link", "set", port, "master", "fabric", "up")
 	run(t, "ip", "-n", n.NetNS, "addr", "add", n.UnderlayIP.String()+"/24", "dev", "eth0")
+	if opts.UnderlayIPv6 {
+		n.UnderlayIPv6 = UnderlayIPv6(i)
+		run(t, "ip", "-n", n.NetNS, "addr", "add", n.UnderlayIPv6.String()+"/64", "dev", "eth0", "nodad")
+	}
 	run(t, "ip", "-n", n.NetNS, "link", "set", "eth0", "up")
 
 	n.OVS = ovs.Start(t, ovs.Options{Name: fmt.Sprintf("n%d-ovs", i), NetNS: n.NetNS})
@@ -187,10 +210,11 @@ func (c *Cluster) registerNode(t testenv.T, n *Node) {
 	if err != nil {
 		t.Fatalf("creating Node %s: %v", n.Name, err)
 	}
-	created.Status.Addresses = []corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: n.UnderlayIP.String()},
-		{Type: corev1.NodeHostName, Address: n.Name},
+	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.UnderlayIP.String()}}
+	if n.UnderlayIPv6 != nil {
+		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.UnderlayIPv6.String()})
 	}
+	created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
 	created.Status.Conditions = []corev1.NodeCondition{{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "HarnessNode",
 		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),

@@ -92,14 +92,34 @@ func StartWithOptions(t testenv.T, opts Options) *ControlPlane {
 	}
 	cp := &ControlPlane{Dir: testenv.Dir(t, "cp")}
 	t.Cleanup(cp.Stop)
-	if err := cp.start(bin, opts); err != nil {
-		t.Fatalf("starting control plane: %v", err)
+	// A port freePort found can be taken before etcd or the apiserver
+	// binds it: by another package's test running in parallel, or by an
+	// outgoing connection's ephemeral port. Such a start is tried again
+	// on fresh ports; a port the caller chose is not.
+	for attempt := 1; ; attempt++ {
+		err := cp.start(bin, opts)
+		if err == nil {
+			return cp
+		}
+		if !errors.Is(err, errPortInUse) || opts.SecurePort != 0 || attempt == 3 {
+			t.Fatalf("starting control plane: %v", err)
+		}
+		t.Logf("control plane start %d: %v; trying again on other ports", attempt, err)
+		cp.Stop()
+		if err := os.RemoveAll(filepath.Join(cp.Dir, "etcd")); err != nil {
+			t.Fatalf("%v", err)
+		}
 	}
-	return cp
 }
 
-// freePort asks the kernel for an unused loopback port.
-func freePort() (int, error) {
+// errPortInUse: a process of the control plane found its port taken.
+var errPortInUse = errors.New("address already in use")
+
+// freePort asks the kernel for an unused loopback port (a variable, so a
+// test can hand out a taken one).
+var freePort = freeLoopbackPort
+
+func freeLoopbackPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -300,7 +320,7 @@ func waitHTTP(what string, p *testenv.Process, url string, cfg *rest.Config, tim
 		if p.Exited() {
 			tail := p.Tail(30)
 			if strings.Contains(tail, "address already in use") {
-				return testenv.Permanent(errors.New(p.Name + " could not bind its port (address already in use): free the port, or run `make clean-itest` to stop leftovers of a crashed run"))
+				return testenv.Permanent(fmt.Errorf("%s could not bind its port (%w): free the port, or run `make clean-itest` to stop leftovers of a crashed run", p.Name, errPortInUse))
 			}
 			return testenv.Permanent(fmt.Errorf("%s exited; last log lines:\n%s", p.Name, tail))
 		}

@@ -170,11 +170,6 @@ func TestEgress(t *testing.T) {
 		t.Logf("fixed-b: %s", b.Status.Conditions[0].Message)
 		e.deleteEgress(t, "fixed-a")
 		e.deleteEgress(t, "fixed-b")
-		// IPv6 is refused by name, not dropped in silence.
-		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "six"},
-			Spec: crdv1.EgressSpec{EgressIP: "fd00::7", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
-		e.waitCondition(t, "six", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonIPv6NotSupported)
-		e.deleteEgress(t, "six")
 		// A pool no node may hold: allocated, but assigned nowhere, said once.
 		e.createPool(t, &crdv1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"},
 			Spec: crdv1.ExternalIPPoolSpec{IPRanges: []crdv1.IPRange{{CIDR: "198.18.5.8/32"}},
@@ -257,7 +252,7 @@ func TestEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = testenv.Eventually("another node holds "+eip, 20*time.Second, 100*time.Millisecond, func() error {
-			if n := e.getEgress(t, "web").Status.EgressNode; n == h.Name || cutNodes[n] {
+			if n := e.getEgress(t, "web").Status.EgressNode; n == h.Name || e.cut[n] {
 				return fmt.Errorf("egressNode %q", n)
 			}
 			return nil
@@ -265,23 +260,20 @@ func TestEgress(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
-		cutNodes[h.Name] = true // its pods no longer take part
+		e.cut[h.Name] = true // its pods no longer take part
 	})
 
 	t.Run("a deleted Egress gives the pods their node IP back", func(t *testing.T) {
 		e.deleteEgress(t, "web")
 		want := map[*cluster.Pod]string{}
 		for _, p := range web {
-			if e.c.Node(p.Node.Name) != nil && !cutNodes[p.Node.Name] {
+			if e.c.Node(p.Node.Name) != nil && !e.cut[p.Node.Name] {
 				want[p] = nodeIP(p)
 			}
 		}
 		e.expectSeen(t, "Egress deleted", want)
 	})
 }
-
-// cutNodes are the nodes whose underlay link a test cut.
-var cutNodes = map[string]bool{}
 
 // cut takes the node's port on the underlay bridge down: the node is gone
 // from the fabric, as if its cable were pulled.
@@ -290,5 +282,5 @@ func cut(t *testing.T, e *env, n *cluster.Node) {
 	if out, err := netns.Exec(e.c.Fabric, "ip", "link", "set", fmt.Sprintf("n%d", n.Index), "down"); err != nil {
 		t.Fatalf("cutting %s off the underlay: %v\n%s", n.Name, err, out)
 	}
-	cutNodes[n.Name] = true
+	e.cut[n.Name] = true
 }

@@ -48,19 +48,40 @@ type env struct {
 	agents map[string]*nodeagent.Agent
 	extNS  string
 	extIP  net.IP
+	// extIPv6 is the external host's IPv6 address (startDualStack only).
+	extIPv6 net.IP
+	// cut are the nodes whose underlay link the test cut.
+	cut map[string]bool
 }
 
 const (
 	whoamiPort = 9000
 	namespace  = "egr"
+	// externalHost is the external host's number on the underlay.
+	externalHost = 250
 )
 
 func start(t testing.TB, nodes int) *env {
 	t.Helper()
+	return startCluster(t, cluster.Options{Nodes: nodes})
+}
+
+// startDualStack is start with dual-stack pods and an IPv6 underlay beside
+// the IPv4 one (nodes and the external host have both; the tunnel stays on
+// IPv4).
+func startDualStack(t testing.TB, nodes int) *env {
+	t.Helper()
+	e := startCluster(t, cluster.Options{Nodes: nodes, DualStack: true, UnderlayIPv6: true})
+	e.extIPv6 = cluster.UnderlayIPv6(externalHost)
+	return e
+}
+
+func startCluster(t testing.TB, opts cluster.Options) *env {
+	t.Helper()
 	if binsErr != nil {
 		t.Fatalf("a binary the test runs did not build: %v", binsErr)
 	}
-	e := &env{agents: map[string]*nodeagent.Agent{}}
+	e := &env{agents: map[string]*nodeagent.Agent{}, cut: map[string]bool{}}
 	e.cp = controlplane.Start(t)
 	var err error
 	if e.dyn, err = dynamic.NewForConfig(e.cp.Config); err != nil {
@@ -70,16 +91,17 @@ func start(t testing.TB, nodes int) *env {
 	startAllocator(t, e)
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
 		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "egress": bins["egress"]}}
-	e.c = cluster.Start(t, cluster.Options{Nodes: nodes, Client: e.cp.Client,
-		StartAgent: func(t testenv.T, n *cluster.Node) {
-			e.agents[n.Name] = nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: e.cp,
-				Enabled: []string{"podnet", "tunnel", "egress"}, LogLevel: "debug",
-				Config: map[string]map[string]any{"egress": {"serviceCIDRs": []string{"10.96.0.0/12"}}}})
-		}})
+	opts.Client = e.cp.Client
+	opts.StartAgent = func(t testenv.T, n *cluster.Node) {
+		e.agents[n.Name] = nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: e.cp,
+			Enabled: []string{"podnet", "tunnel", "egress"}, LogLevel: "debug",
+			Config: map[string]map[string]any{"egress": {"serviceCIDRs": []string{"10.96.0.0/12"}}}})
+	}
+	e.c = cluster.Start(t, opts)
 	for _, n := range e.c.Nodes {
 		e.waitSynced(t, n, "egress")
 	}
-	e.extNS, e.extIP = e.c.AddExternal(t, 250)
+	e.extNS, e.extIP = e.c.AddExternal(t, externalHost)
 	whoami(t, e.extNS, whoamiPort)
 	if _, err := e.cp.Client.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -282,7 +304,13 @@ func whoami(t testenv.T, ns string, port int) {
 // seenAs dials the external server from ns and returns the source address
 // it saw.
 func (e *env) seenAs(ns string, timeout time.Duration) (string, error) {
-	c, err := netns.Dial(ns, "tcp", net.JoinHostPort(e.extIP.String(), fmt.Sprint(whoamiPort)), timeout)
+	return seenAt(ns, e.extIP, timeout)
+}
+
+// seenAt dials the external server at dst (its IPv4 or IPv6 address) from
+// ns and returns the source address it saw.
+func seenAt(ns string, dst net.IP, timeout time.Duration) (string, error) {
+	c, err := netns.Dial(ns, "tcp", net.JoinHostPort(dst.String(), fmt.Sprint(whoamiPort)), timeout)
 	if err != nil {
 		return "", err
 	}
@@ -296,11 +324,17 @@ func (e *env) seenAs(ns string, timeout time.Duration) (string, error) {
 // the plugins follow the apiserver).
 func (e *env) expectSeen(t testing.TB, what string, want map[*cluster.Pod]string) {
 	t.Helper()
+	expectSeenAt(t, what, e.extIP, want)
+}
+
+// expectSeenAt is expectSeen for the external server's address dst.
+func expectSeenAt(t testing.TB, what string, dst net.IP, want map[*cluster.Pod]string) {
+	t.Helper()
 	for p, w := range want {
 		var last string
 		var lastErr error
-		err := testenv.Eventually(fmt.Sprintf("%s: %s seen as %s", what, p.Key(), w), 20*time.Second, 100*time.Millisecond, func() error {
-			last, lastErr = e.seenAs(p.NetNS, 2*time.Second)
+		err := testenv.Eventually(fmt.Sprintf("%s: %s seen at %s as %s", what, p.Key(), dst, w), 20*time.Second, 100*time.Millisecond, func() error {
+			last, lastErr = seenAt(p.NetNS, dst, 2*time.Second)
 			if lastErr != nil || last != w {
 				return fmt.Errorf("seen as %q (%v)", last, lastErr)
 			}
@@ -342,8 +376,8 @@ func iperf(b testing.TB, srvNS, srvIP, cliNS string, extra ...string) float64 {
 }
 
 // snatTargets reads, through netlink in node ns, the addresses the
-// egress plugin's nftables table SNATs to; ok is false when the table is
-// absent. (The nft command is not part of the test dependencies.)
+// egress plugin's nftables tables (ip and ip6) SNAT to; ok is false when
+// neither table is there. (The nft command is not part of the test dependencies.)
 func snatTargets(t testing.TB, ns string) (targets []string, ok bool) {
 	t.Helper()
 	f, err := os.Open(netns.Path(ns))
@@ -355,9 +389,13 @@ func snatTargets(t testing.TB, ns string) (targets []string, ok bool) {
 	if err != nil {
 		t.Fatalf("nftables in %s: %v", ns, err)
 	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		t.Fatalf("listing nftables tables in %s: %v", ns, err)
+	var tables []*nftables.Table
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		ts, err := c.ListTablesOfFamily(fam)
+		if err != nil {
+			t.Fatalf("listing nftables tables in %s: %v", ns, err)
+		}
+		tables = append(tables, ts...)
 	}
 	for _, tb := range tables {
 		if tb.Name != "switchyard-egress" {
@@ -380,7 +418,7 @@ func snatTargets(t testing.TB, ns string) (targets []string, ok bool) {
 				}
 			}
 		}
-		return targets, true
+		ok = true
 	}
-	return nil, false
+	return targets, ok
 }

@@ -3,8 +3,6 @@ package egress
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -195,36 +193,6 @@ func (e *env) deletePool(t testing.TB, name string) {
 	t.Helper()
 	if err := e.dyn.Resource(crdv1.ExternalIPPoolsResource).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting ExternalIPPool %s: %v", name, err)
-	}
-}
-
-// seenAt dials the whoami server at server:whoamiPort from ns and returns
-// the source address it saw.
-func seenAt(ns string, server net.IP, timeout time.Duration) (string, error) {
-	c, err := netns.Dial(ns, "tcp", net.JoinHostPort(server.String(), fmt.Sprint(whoamiPort)), timeout)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout))
-	b, err := io.ReadAll(c)
-	return strings.TrimSpace(string(b)), err
-}
-
-// expectSeenAt waits until the server sees every pod with want[pod].
-func expectSeenAt(t testing.TB, what string, server net.IP, want map[*cluster.Pod]string) {
-	t.Helper()
-	for p, w := range want {
-		err := testenv.Eventually(fmt.Sprintf("%s: %s seen by %s as %s", what, p.Key(), server, w), 20*time.Second, 100*time.Millisecond, func() error {
-			got, err := seenAt(p.NetNS, server, 2*time.Second)
-			if err != nil || got != w {
-				return fmt.Errorf("seen as %q (%v)", got, err)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Errorf("%v", err)
-		}
 	}
 }
 

@@ -37,12 +37,14 @@ type NodeView struct {
 	PodCIDRs []netip.Prefix
 }
 
-// EgressView is an Egress with an allocated IP.
+// EgressView is an Egress with allocated IPs.
 type EgressView struct {
 	Name    string
 	Created time.Time
-	IP      netip.Addr
-	Pool    string
+	// IPs are one per family, IPv4 first (status.egressIPs); the first
+	// decides the holder, which holds them all.
+	IPs  []netip.Addr
+	Pool string
 	// Pods and Namespaces select the pods (nil: everything).
 	Pods, Namespaces labels.Selector
 	// Bandwidth limits the Egress (zero: no limit).
@@ -59,10 +61,10 @@ type PodView struct {
 	IPs                   []netip.Addr
 }
 
-// Placement is where one Egress IP lives.
+// Placement is where one Egress's IPs live.
 type Placement struct {
 	Egress string
-	IP     netip.Addr
+	IPs    []netip.Addr
 	// Holder is the node holding it ("" when no live node may).
 	Holder string
 	// Pods selected (namespace/name).
@@ -73,17 +75,21 @@ type Placement struct {
 type Plan struct {
 	Placements []Placement
 	// Held are the Egress IPs this node holds, with their selected pods'
-	// IPv4 addresses.
+	// addresses of the same family.
 	Held map[netip.Addr][]netip.Addr
-	// Bandwidth of the held IPs that have a limit.
+	// Bandwidth of the held IPs that have a limit, by the Egress's first
+	// IP: a dual-stack Egress has one limit for both families.
 	Bandwidth map[netip.Addr]Bandwidth
+	// MeterIP maps every held IP of a limited Egress to the Egress's
+	// first IP, whose mark names the meter they share.
+	MeterIP map[netip.Addr]netip.Addr
 	// Pods are the flows' inputs, MarkID left to the caller (0).
 	Pods []flows.Pod
 }
 
 // Desired computes the plan. An Egress's holder comes from the ring of the
-// live nodes its pool allows; a pod selected by several Egresses belongs to
-// the oldest.
+// live nodes its pool allows; a pod's address selected by several
+// Egresses of its family belongs to the oldest.
 func Desired(s Snapshot, rings func(nodes []string) *placement.Ring) Plan {
 	egs := slices.Clone(s.Egresses)
 	slices.SortFunc(egs, func(a, b EgressView) int {
@@ -92,9 +98,12 @@ func Desired(s Snapshot, rings func(nodes []string) *placement.Ring) Plan {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	plan := Plan{Held: map[netip.Addr][]netip.Addr{}, Bandwidth: map[netip.Addr]Bandwidth{}}
-	claimed := map[string]bool{}
+	plan := Plan{Held: map[netip.Addr][]netip.Addr{}, Bandwidth: map[netip.Addr]Bandwidth{}, MeterIP: map[netip.Addr]netip.Addr{}}
+	claimed := map[netip.Addr]bool{}
 	for _, e := range egs {
+		if len(e.IPs) == 0 {
+			continue
+		}
 		var eligible []string
 		sel, hasPool := s.Pools[e.Pool]
 		if e.Pool != "" && !hasPool {
@@ -110,42 +119,61 @@ func Desired(s Snapshot, rings func(nodes []string) *placement.Ring) Plan {
 			eligible = append(eligible, name)
 		}
 		slices.Sort(eligible)
-		holder := rings(eligible).Holder(e.IP)
-		pl := Placement{Egress: e.Name, IP: e.IP, Holder: holder}
+		holder := rings(eligible).Holder(e.IPs[0])
+		pl := Placement{Egress: e.Name, IPs: e.IPs, Holder: holder}
 		if holder == s.Self {
-			plan.Held[e.IP] = nil
+			for _, ip := range e.IPs {
+				plan.Held[ip] = nil
+				if e.Bandwidth.RateKbps > 0 {
+					plan.MeterIP[ip] = e.IPs[0]
+				}
+			}
 			if e.Bandwidth.RateKbps > 0 {
-				plan.Bandwidth[e.IP] = e.Bandwidth
+				plan.Bandwidth[e.IPs[0]] = e.Bandwidth
 			}
 		}
 		for _, p := range s.Pods {
+			if !selects(e, p, s.Namespaces) {
+				continue
+			}
 			key := p.Namespace + "/" + p.Name
-			if claimed[key] || !selects(e, p, s.Namespaces) {
-				continue
-			}
-			claimed[key] = true
-			pl.Pods = append(pl.Pods, key)
-			if holder == "" {
-				continue
-			}
+			selected := false
 			for _, ip := range p.IPs {
-				if !ip.Is4() {
-					continue // IPv6 Egress is not supported yet
+				eip, ok := sameFamily(e.IPs, ip)
+				if !ok || claimed[ip] {
+					continue
+				}
+				claimed[ip], selected = true, true
+				if holder == "" {
+					continue
 				}
 				fp := flows.Pod{Key: key, IP: ip, Local: p.Node == s.Self}
 				if holder != s.Self {
 					fp.Holder = s.Nodes[holder].IP
 				} else {
-					plan.Held[e.IP] = append(plan.Held[e.IP], ip)
+					plan.Held[eip] = append(plan.Held[eip], ip)
 				}
 				if fp.Local || holder == s.Self {
 					plan.Pods = append(plan.Pods, fp)
 				}
 			}
+			if selected {
+				pl.Pods = append(pl.Pods, key)
+			}
 		}
 		plan.Placements = append(plan.Placements, pl)
 	}
 	return plan
+}
+
+// sameFamily is the Egress IP of ip's family.
+func sameFamily(ips []netip.Addr, ip netip.Addr) (netip.Addr, bool) {
+	for _, a := range ips {
+		if a.Is4() == ip.Is4() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 func selects(e EgressView, p PodView, ns map[string]labels.Set) bool {

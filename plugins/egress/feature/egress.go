@@ -160,7 +160,7 @@ func (e *Egress) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	case err != nil:
 		return err
 	default:
-		e.dev = hostnet.Holder{Link: dev}
+		e.dev = hostnet.Holder{Link: dev, Uplink: e.uplink}
 	}
 	rc, err := clusterclient.Config(req.Cluster, "switchyard-egress/"+Version)
 	if err != nil {
@@ -325,10 +325,17 @@ func (e *Egress) snapshot() (Snapshot, error) {
 		n := o.(*corev1.Node)
 		v := NodeView{Labels: labels.Set(n.Labels)}
 		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP {
-				if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && !v.IP.IsValid() {
-					v.IP = ip
-				}
+			if a.Type != corev1.NodeInternalIP {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil {
+				continue
+			}
+			if ip.Is4() && !v.IP.IsValid() {
+				v.IP = ip // the tunnel's underlay address
+			} else if ip.Is6() {
+				s.Keep = append(s.Keep, netip.PrefixFrom(ip, 128))
 			}
 		}
 		for _, c := range n.Spec.PodCIDRs {
@@ -368,11 +375,10 @@ func (e *Egress) snapshot() (Snapshot, error) {
 		if err != nil {
 			return s, err
 		}
-		ip, err := netip.ParseAddr(eg.Status.EgressIP)
-		if err != nil {
+		v := EgressView{Name: eg.Name, Created: eg.CreationTimestamp.Time, IPs: egressIPs(eg.Status), Pool: eg.Spec.ExternalIPPool}
+		if len(v.IPs) == 0 {
 			continue // not allocated (yet); the controller says why in IPAllocated
 		}
-		v := EgressView{Name: eg.Name, Created: eg.CreationTimestamp.Time, IP: ip, Pool: eg.Spec.ExternalIPPool}
 		if ps := eg.Spec.AppliedTo.PodSelector; ps != nil {
 			if v.Pods, err = metav1.LabelSelectorAsSelector(ps); err != nil {
 				e.log.Warn("Egress has an invalid podSelector; it selects nothing", "egress", eg.Name, "error", err)
@@ -415,6 +421,25 @@ func (e *Egress) snapshot() (Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// egressIPs are status.egressIPs (status.egressIP as written by a
+// controller that predates it), one per family, IPv4 first.
+func egressIPs(st crdv1.EgressStatus) []netip.Addr {
+	raw := st.EgressIPs
+	if len(raw) == 0 && st.EgressIP != "" {
+		raw = []string{st.EgressIP}
+	}
+	var out []netip.Addr
+	for _, r := range raw {
+		ip, err := netip.ParseAddr(r)
+		if err != nil || slices.ContainsFunc(out, func(a netip.Addr) bool { return a.Is4() == ip.Unmap().Is4() }) {
+			continue
+		}
+		out = append(out, ip.Unmap())
+	}
+	slices.SortStableFunc(out, func(a, b netip.Addr) int { return a.BitLen() - b.BitLen() })
+	return out
 }
 
 func decode[T any](obj any) (*T, error) {
@@ -476,14 +501,15 @@ func (e *Egress) sync(ctx context.Context) error {
 	meterOf := map[netip.Addr]uint32{}
 	meters := map[uint32]flow.Meter{}
 	for eip, srcs := range plan.Held {
-		bw, limited := plan.Bandwidth[eip]
-		if limited && e.marks[eip] != 0 {
-			meters[e.marks[eip]] = flows.Meter(e.marks[eip], bw.RateKbps, bw.BurstKbit)
+		first, limited := plan.MeterIP[eip]
+		meter := e.marks[first]
+		if bw := plan.Bandwidth[first]; limited && meter != 0 {
+			meters[meter] = flows.Meter(meter, bw.RateKbps, bw.BurstKbit)
 		}
 		for _, src := range srcs {
 			byPod[src] = e.marks[eip]
 			if limited {
-				meterOf[src] = e.marks[eip]
+				meterOf[src] = meter
 			}
 		}
 	}
@@ -592,7 +618,11 @@ func (e *Egress) applyAddrs(plan Plan) error {
 			if err := e.dev.AddAddr(ip); err != nil {
 				return err
 			}
-			e.log.Info("Egress IP taken", "ip", ip, "device", e.dev.Link.Attrs().Name)
+			dev := e.dev.Link
+			if ip.Is6() {
+				dev = e.dev.Uplink
+			}
+			e.log.Info("Egress IP taken", "ip", ip, "device", dev.Attrs().Name)
 		}
 		if e.announced[ip] {
 			continue
@@ -606,7 +636,7 @@ func (e *Egress) applyAddrs(plan Plan) error {
 					time.Sleep(500 * time.Millisecond)
 				}
 				if err := hostnet.Announce(e.uplink, ip); err != nil {
-					e.log.Warn("gratuitous ARP", "ip", ip, "error", err)
+					e.log.Warn("announcing the Egress IP", "ip", ip, "error", err)
 				}
 			}
 		}(ip)
@@ -627,16 +657,17 @@ const (
 func (e *Egress) report(ctx context.Context, plan Plan, speaker bool) error {
 	var errs []error
 	for _, pl := range plan.Placements {
-		holder, status, reason, msg := e.self, "True", crdv1.ReasonAssigned, fmt.Sprintf("%s is on node %s", pl.IP, e.self)
+		ips := joinAddrs(pl.IPs)
+		holder, status, reason, msg := e.self, "True", crdv1.ReasonAssigned, fmt.Sprintf("%s on node %s", ips, e.self)
 		switch {
 		case pl.Holder == "" && speaker:
 			holder, status, reason = "", "False", crdv1.ReasonNoEligibleNode
-			msg = fmt.Sprintf("no live node may hold %s: check the ExternalIPPool's nodeSelector and that the agents on those nodes run", pl.IP)
+			msg = fmt.Sprintf("no live node may hold %s: check the ExternalIPPool's nodeSelector and that the agents on those nodes run", ips)
 		case pl.Holder != e.self:
 			delete(e.reported, pl.Egress)
 			continue
 		}
-		k := pl.IP.String() + "@" + holder
+		k := ips + "@" + holder
 		if e.reported[pl.Egress] == k {
 			continue
 		}
@@ -658,12 +689,21 @@ func (e *Egress) report(ctx context.Context, plan Plan, speaker bool) error {
 		e.statusBackoff.Reset(pl.Egress)
 		e.reported[pl.Egress] = k
 		if holder == "" {
-			e.log.Warn("Egress IP has no eligible live node", "egress", pl.Egress, "ip", pl.IP)
+			e.log.Warn("Egress IP has no eligible live node", "egress", pl.Egress, "ips", ips)
 			continue
 		}
-		e.log.Info("Egress IP assigned here", "egress", pl.Egress, "ip", pl.IP, "pods", len(pl.Pods))
+		e.log.Info("Egress IP assigned here", "egress", pl.Egress, "ips", ips, "pods", len(pl.Pods))
 	}
 	return errors.Join(errs...)
+}
+
+// joinAddrs is addresses as status messages write them: "a and b".
+func joinAddrs(ips []netip.Addr) string {
+	var s []string
+	for _, ip := range ips {
+		s = append(s, ip.String())
+	}
+	return strings.Join(s, " and ")
 }
 
 // joinAll contacts every known node and waits for the answers (a dead

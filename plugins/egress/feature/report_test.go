@@ -35,7 +35,7 @@ func TestStatusWriteBackoff(t *testing.T) {
 	bo := flowcontrol.NewBackOff(statusRetryFirst, statusRetryMax)
 	bo.Clock = clk
 	e := &Egress{log: slog.New(slog.NewTextHandler(io.Discard, nil)), self: "n1", dyn: dyn, reported: map[string]string{}, statusBackoff: bo}
-	plan := Plan{Placements: []Placement{{Egress: "web", IP: netip.MustParseAddr("198.18.0.100"), Holder: "n1"}}}
+	plan := Plan{Placements: []Placement{{Egress: "web", IPs: []netip.Addr{netip.MustParseAddr("198.18.0.100")}, Holder: "n1"}}}
 
 	// Each step: how long after the previous one the loop passes, how
 	// many passes, and how many writes the apiserver should have seen in

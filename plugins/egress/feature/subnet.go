@@ -69,16 +69,22 @@ func RoutingFor(s Snapshot, plan Plan, marks map[netip.Addr]uint32, grant sdk.Gr
 	slices.SortFunc(egs, func(a, b EgressView) int { return strings.Compare(a.Name, b.Name) })
 	done := map[netip.Addr]bool{}
 	for _, eg := range egs {
-		srcs, held := plan.Held[eg.IP]
 		sub, ok := s.PoolSubnets[eg.Pool]
-		id := marks[eg.IP]
-		if !held || !ok || done[eg.IP] || id == 0 || !sub.Prefix.Contains(eg.IP) || eg.IP == sub.Gateway {
+		if !ok {
 			continue
 		}
-		done[eg.IP] = true
-		r.IPs = append(r.IPs, hostnet.RoutedIP{Egress: eg.Name, IP: eg.IP, Subnet: sub.Prefix, Gateway: sub.Gateway,
-			Table: tableBase + int(id), Mark: id << grant.Offset, MarkMask: uint32(grant.Mask()),
-			Sources: slices.SortedFunc(slices.Values(srcs), netip.Addr.Compare)})
+		// The subnet is of one family: only that family's IP is routed.
+		for _, ip := range eg.IPs {
+			srcs, held := plan.Held[ip]
+			id := marks[ip]
+			if !held || done[ip] || id == 0 || !sub.Prefix.Contains(ip) || ip == sub.Gateway {
+				continue
+			}
+			done[ip] = true
+			r.IPs = append(r.IPs, hostnet.RoutedIP{Egress: eg.Name, IP: ip, Subnet: sub.Prefix, Gateway: sub.Gateway,
+				Table: tableBase + int(id), Mark: id << grant.Offset, MarkMask: uint32(grant.Mask()),
+				Sources: slices.SortedFunc(slices.Values(srcs), netip.Addr.Compare)})
+		}
 	}
 	slices.SortFunc(r.IPs, func(a, b hostnet.RoutedIP) int { return a.IP.Compare(b.IP) })
 	return r

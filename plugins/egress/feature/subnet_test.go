@@ -17,9 +17,9 @@ func TestRoutingFor(t *testing.T) {
 	grant := sdk.Grant{Kind: sdk.ResourcePktMark, Offset: 8, Width: 8}
 	base := Snapshot{Keep: keep, PoolSubnets: map[string]Subnet{"routed": sub},
 		Egresses: []EgressView{
-			{Name: "web", IP: ip("198.18.1.65"), Pool: "routed"},
-			{Name: "plain", IP: ip("198.18.0.100"), Pool: "flat"},
-			{Name: "elsewhere", IP: ip("198.18.1.66"), Pool: "routed"},
+			{Name: "web", IPs: []netip.Addr{ip("198.18.1.65")}, Pool: "routed"},
+			{Name: "plain", IPs: []netip.Addr{ip("198.18.0.100")}, Pool: "flat"},
+			{Name: "elsewhere", IPs: []netip.Addr{ip("198.18.1.66")}, Pool: "routed"},
 		}}
 	held := map[netip.Addr][]netip.Addr{
 		ip("198.18.1.65"):  {ip("10.244.2.5"), ip("10.244.1.5")},
@@ -36,6 +36,13 @@ func TestRoutingFor(t *testing.T) {
 	}{
 		{name: "held IP of a pool with subnetInfo: its table, its mark in the grant, sorted sources",
 			held: held, marks: map[netip.Addr]uint32{ip("198.18.1.65"): 3, ip("198.18.0.100"): 1},
+			want: []hostnet.RoutedIP{web}},
+		{name: "dual-stack Egress, IPv4 subnet: only the IPv4 IP is routed", marks: map[netip.Addr]uint32{ip("198.18.1.65"): 3, ip("fd00:18:1::65"): 4},
+			held: map[netip.Addr][]netip.Addr{ip("198.18.1.65"): held[ip("198.18.1.65")], ip("fd00:18:1::65"): {ip("fd00:10:244:1::5")}},
+			s: func(s Snapshot) Snapshot {
+				s.Egresses = []EgressView{{Name: "web", IPs: []netip.Addr{ip("198.18.1.65"), ip("fd00:18:1::65")}, Pool: "routed"}}
+				return s
+			},
 			want: []hostnet.RoutedIP{web}},
 		{name: "nothing held here", held: map[netip.Addr][]netip.Addr{}, marks: map[netip.Addr]uint32{}},
 		{name: "held without selected pods: routed all the same",
@@ -54,7 +61,7 @@ func TestRoutingFor(t *testing.T) {
 		{name: "the same IP twice (a stale status): routed once, for the first Egress by name", held: held,
 			marks: map[netip.Addr]uint32{ip("198.18.1.65"): 3},
 			s: func(s Snapshot) Snapshot {
-				s.Egresses = append([]EgressView{{Name: "zz", IP: ip("198.18.1.65"), Pool: "routed"}}, s.Egresses...)
+				s.Egresses = append([]EgressView{{Name: "zz", IPs: []netip.Addr{ip("198.18.1.65")}, Pool: "routed"}}, s.Egresses...)
 				return s
 			},
 			want: []hostnet.RoutedIP{web}},

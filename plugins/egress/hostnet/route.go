@@ -11,6 +11,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"switchyard.dev/switchyard/plugins/internal/nftmatch"
 )
 
 // Policy routing of the Egress IPs whose pool has subnetInfo: their
@@ -296,12 +298,12 @@ func markRules(r Routing) [][]expr.Any {
 		}
 		set := []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: le32(^ip.MarkMask), Xor: le32(ip.Mark & ip.MarkMask)},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: nftmatch.LE32(^ip.MarkMask), Xor: nftmatch.LE32(ip.Mark & ip.MarkMask)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
 		}
 		for _, src := range ip.Sources {
 			if src.Is4() {
-				sets = append(sets, slices.Concat(matchPrefix(netip.PrefixFrom(src, 32), true), set))
+				sets = append(sets, slices.Concat(nftmatch.Prefix(netip.PrefixFrom(src, 32), true), set))
 			}
 		}
 	}
@@ -312,7 +314,7 @@ func markRules(r Routing) [][]expr.Any {
 	out := [][]expr.Any{
 		slices.Concat([]expr.Any{
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifname(r.Gateway)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftmatch.IfName(r.Gateway)},
 		}, ret),
 		slices.Concat([]expr.Any{
 			&expr.Ct{Key: expr.CtKeyDIRECTION, Register: 1},
@@ -321,7 +323,7 @@ func markRules(r Routing) [][]expr.Any {
 	}
 	for _, k := range r.Keep {
 		if k.Addr().Is4() {
-			out = append(out, slices.Concat(matchPrefix(k, false), ret))
+			out = append(out, slices.Concat(nftmatch.Prefix(k, false), ret))
 		}
 	}
 	return append(out, sets...)

@@ -13,6 +13,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"switchyard.dev/switchyard/plugins/internal/nftmatch"
 )
 
 var (
@@ -98,7 +100,7 @@ func TestMarkRules(t *testing.T) {
 	r := Routing{Keep: keep[:1], Gateway: "sy-gw0", TableBase: 1100, IPs: []RoutedIP{routedIP("198.18.1.65", 3, "10.244.1.5")}}
 	ret := &expr.Verdict{Kind: expr.VerdictReturn}
 	want := [][]expr.Any{
-		{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifname("sy-gw0")}, ret},
+		{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftmatch.IfName("sy-gw0")}, ret},
 		{&expr.Ct{Key: expr.CtKeyDIRECTION, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{1}}, ret},
 		{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},

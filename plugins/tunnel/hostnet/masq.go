@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+
+	"switchyard.dev/switchyard/plugins/internal/nftmatch"
 )
 
 // TableName is the nftables table (in families ip and ip6) the plugin owns.
@@ -47,14 +49,14 @@ func Apply(m Masq) error {
 					continue
 				}
 				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(
-					matchPrefix(src, true), matchPrefix(dst, false),
+					nftmatch.Prefix(src, true), nftmatch.Prefix(dst, false),
 					[]expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}})})
 			}
 			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(
-				matchPrefix(src, true),
+				nftmatch.Prefix(src, true),
 				[]expr.Any{
 					&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifname(m.Gateway)},
+					&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftmatch.IfName(m.Gateway)},
 					&expr.Masq{},
 				})})
 		}
@@ -77,35 +79,4 @@ func Remove() error {
 		c.DelTable(t)
 	}
 	return c.Flush()
-}
-
-// matchPrefix loads the source or destination address and compares it
-// with p under p's mask.
-func matchPrefix(p netip.Prefix, src bool) []expr.Any {
-	var off, n uint32 = 16, 4 // IPv4 daddr
-	if src {
-		off = 12
-	}
-	if p.Addr().Is6() {
-		off, n = 24, 16
-		if src {
-			off = 8
-		}
-	}
-	mask := make([]byte, n)
-	for i := 0; i < p.Bits(); i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
-	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()},
-	}
-}
-
-// ifname is an interface name as nftables compares it: NUL-padded to 16.
-func ifname(s string) []byte {
-	b := make([]byte, 16)
-	copy(b, s)
-	return b
 }

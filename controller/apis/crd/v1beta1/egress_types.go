@@ -94,6 +94,7 @@ type ExternalIPPoolList struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="EgressIP",type=string,JSONPath=`.status.egressIP`
+// +kubebuilder:printcolumn:name="EgressIPs",type=string,JSONPath=`.status.egressIPs`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.egressNode`
 type Egress struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -107,11 +108,16 @@ type Egress struct {
 type EgressSpec struct {
 	// AppliedTo selects the pods whose traffic leaves with the Egress IP.
 	AppliedTo EgressAppliedTo `json:"appliedTo"`
-	// EgressIP asks for this address. With ExternalIPPool it must lie in
-	// that pool; without, the holding node is chosen among all nodes.
+	// EgressIP asks for this address, IPv4 or IPv6; the Egress then
+	// applies to the selected pods' addresses of that family. With
+	// ExternalIPPool it must lie in that pool; without, the holding node
+	// is chosen among all nodes.
 	// +optional
 	EgressIP string `json:"egressIP,omitempty"`
-	// ExternalIPPool names the pool the address comes from.
+	// ExternalIPPool names the pool the address comes from. A pool with
+	// ranges of both families gives the Egress one address of each
+	// (dual-stack): the pods' IPv4 traffic leaves with the IPv4 one, their
+	// IPv6 traffic with the IPv6 one.
 	// +optional
 	ExternalIPPool string `json:"externalIPPool,omitempty"`
 	// Bandwidth limits the selected pods' traffic through the Egress IP.
@@ -138,9 +144,14 @@ type Bandwidth struct {
 
 // EgressStatus is what the controller and the agents observed.
 type EgressStatus struct {
-	// EgressIP is the address allocated to the Egress.
+	// EgressIP is the address allocated to the Egress (the IPv4 one of a
+	// dual-stack Egress).
 	// +optional
 	EgressIP string `json:"egressIP,omitempty"`
+	// EgressIPs are all addresses allocated to the Egress, one per family,
+	// IPv4 first. Every one of them is held by EgressNode.
+	// +optional
+	EgressIPs []string `json:"egressIPs,omitempty"`
 	// EgressNode is the node that holds the address.
 	// +optional
 	EgressNode string `json:"egressNode,omitempty"`
@@ -173,10 +184,7 @@ const (
 	ReasonIPConflict    = "IPConflict"
 	ReasonInvalidIP     = "InvalidIP"
 	ReasonNoIP          = "NoIPRequested"
-	// ReasonIPv6NotSupported: an IPv6 egressIP, or a pool with IPv6
-	// ranges only; the Egress datapath is IPv4 only so far.
-	ReasonIPv6NotSupported = "IPv6NotSupported"
-	ReasonAssigned         = "Assigned"
+	ReasonAssigned      = "Assigned"
 	// ReasonNoEligibleNode: no live node matches the pool's nodeSelector.
 	ReasonNoEligibleNode = "NoEligibleNode"
 )

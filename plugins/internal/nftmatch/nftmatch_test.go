@@ -1,4 +1,4 @@
-package hostnet
+package nftmatch
 
 import (
 	"net/netip"
@@ -8,8 +8,8 @@ import (
 	"github.com/google/nftables/expr"
 )
 
-// matchPrefix loads the right header bytes and masks them to the prefix.
-func TestMatchPrefix(t *testing.T) {
+// Prefix loads the right header bytes and masks them to the prefix.
+func TestPrefix(t *testing.T) {
 	for _, tc := range []struct {
 		prefix       string
 		src          bool
@@ -23,7 +23,7 @@ func TestMatchPrefix(t *testing.T) {
 			netip.MustParseAddr("fd00:10:244:1::").AsSlice()},
 		{"fd00::/8", false, 24, 16, []byte{255, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, netip.MustParseAddr("fd00::").AsSlice()},
 	} {
-		es := matchPrefix(netip.MustParsePrefix(tc.prefix), tc.src)
+		es := Prefix(netip.MustParsePrefix(tc.prefix), tc.src)
 		p, b, c := es[0].(*expr.Payload), es[1].(*expr.Bitwise), es[2].(*expr.Cmp)
 		if p.Offset != tc.offset || p.Len != tc.size || p.Base != expr.PayloadBaseNetworkHeader {
 			t.Errorf("%s src=%v: loads %d bytes at %d, want %d at %d", tc.prefix, tc.src, p.Len, p.Offset, tc.size, tc.offset)
@@ -35,7 +35,13 @@ func TestMatchPrefix(t *testing.T) {
 			t.Errorf("%s: value (-want +got):\n%s", tc.prefix, d)
 		}
 	}
-	if got := ifname("sy-gw0"); len(got) != 16 || string(got[:6]) != "sy-gw0" || got[6] != 0 {
-		t.Errorf("ifname = %q, want sy-gw0 NUL-padded to 16 bytes", got)
+}
+
+func TestIfNameAndLE32(t *testing.T) {
+	if got := IfName("sy-gw0"); len(got) != 16 || string(got[:6]) != "sy-gw0" || got[6] != 0 {
+		t.Errorf("IfName = %q, want sy-gw0 NUL-padded to 16 bytes", got)
+	}
+	if got := LE32(0x01020304); string(got) != "\x04\x03\x02\x01" {
+		t.Errorf("LE32 = %x, want host (little-endian) order", got)
 	}
 }
