@@ -208,7 +208,7 @@ func poolProblem(r Request, p Pool, ok bool) (Result, bool) {
 		return Result{Reason: crdv1.ReasonPoolNotFound, Message: fmt.Sprintf("ExternalIPPool %s does not exist; create it or fix spec.externalIPPool", r.Pool)}, true
 	}
 	if p.Err != nil {
-		return Result{Reason: crdv1.ReasonPoolNotFound, Message: fmt.Sprintf("ExternalIPPool %s is invalid: %v", r.Pool, p.Err)}, true
+		return Result{Reason: crdv1.ReasonPoolInvalid, Message: fmt.Sprintf("ExternalIPPool %s is invalid: %v", r.Pool, p.Err)}, true
 	}
 	return Result{}, false
 }

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -84,6 +85,7 @@ func TestAllocate(t *testing.T) {
 			[]Request{{Name: "a", Pool: "p", Want: ip("198.18.0.7"), WantRaw: "198.18.0.7"}},
 			map[string]want{"a": {"", crdv1.ReasonIPOutsidePool}}, Usage{2, 0}},
 		{"unknown pool", []Request{{Name: "a", Pool: "nope"}}, map[string]want{"a": {"", crdv1.ReasonPoolNotFound}}, Usage{2, 0}},
+		{"invalid pool", []Request{{Name: "a", Pool: "bad"}}, map[string]want{"a": {"", crdv1.ReasonPoolInvalid}}, Usage{2, 0}},
 		{"not an IP", []Request{{Name: "a", WantRaw: "ten"}}, map[string]want{"a": {"", crdv1.ReasonInvalidIP}}, Usage{2, 0}},
 		{"nothing asked", []Request{{Name: "a"}}, map[string]want{"a": {"", crdv1.ReasonNoIP}}, Usage{2, 0}},
 		{"an IPv6 egressIP is allocated",
@@ -108,7 +110,8 @@ func TestAllocate(t *testing.T) {
 			map[string]want{"a": {"198.18.0.100", crdv1.ReasonAllocated}}, Usage{2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, usage := Allocate([]Pool{pool, v6, mixed}, tc.reqs)
+			bad := Pool{Name: "bad", Err: errors.New("subnetInfo.gateway 10.0.0.1 is not in the ranges' subnet")}
+			res, usage := Allocate([]Pool{pool, v6, mixed, bad}, tc.reqs)
 			got := map[string]want{}
 			for n, r := range res {
 				w := want{reason: r.Reason}

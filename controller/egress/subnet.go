@@ -30,7 +30,7 @@ func (s Subnet) String() string {
 
 // ParseSubnet checks a pool's subnetInfo against its ipRanges and returns
 // the subnet (the zero Subnet when info is nil). The gateway must be an
-// address, prefixLength must fit its family, every range must lie inside
+// IPv4 address (IPv6 subnets are not routed yet), prefixLength must fit its family, every range must lie inside
 // gateway/prefixLength, and neither the gateway nor (IPv4) the subnet's
 // network and broadcast addresses may be in the ranges. An error says
 // which field is wrong and how to fix it; ranges themselves are checked
@@ -53,7 +53,9 @@ func ParseSubnet(info *crdv1.SubnetInfo, ranges []crdv1.IPRange) (Subnet, error)
 	}
 	family, bits := "IPv4", gw.BitLen()
 	if gw.Is6() {
-		family = "IPv6"
+		// The agents route an IPv4 subnet's traffic only; accepting an
+		// IPv6 one would send its Egress traffic by the main table.
+		return Subnet{}, fmt.Errorf("subnetInfo.gateway %s is IPv6; subnetInfo is supported for IPv4 pools only so far: drop subnetInfo from this IPv6 pool (its Egress traffic then follows the node's routes)", gw)
 	}
 	if info.PrefixLength < 1 || int(info.PrefixLength) > bits {
 		return Subnet{}, fmt.Errorf("subnetInfo.prefixLength %d does not fit the %s gateway %s: give 1 to %d, the length of the subnet the pool's addresses are in",

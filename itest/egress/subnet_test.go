@@ -133,7 +133,7 @@ func TestSubnetInfo(t *testing.T) {
 				SubnetInfo: &crdv1.SubnetInfo{Gateway: "198.18.1.1", PrefixLength: 24}}})
 		e.createEgress(t, &crdv1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "misrouted"},
 			Spec: crdv1.EgressSpec{ExternalIPPool: "misrouted", AppliedTo: crdv1.EgressAppliedTo{PodSelector: selector("app", "none")}}})
-		bad := e.waitCondition(t, "misrouted", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonPoolNotFound)
+		bad := e.waitCondition(t, "misrouted", crdv1.ConditionIPAllocated, metav1.ConditionFalse, crdv1.ReasonPoolInvalid)
 		c := meta.FindStatusCondition(bad.Status.Conditions, crdv1.ConditionIPAllocated)
 		t.Logf("misrouted: %s", c.Message)
 		for _, w := range []string{"ExternalIPPool misrouted is invalid", "ipRanges[0] (198.18.2.64/28) is not inside the subnet 198.18.1.0/24"} {

@@ -65,10 +65,10 @@
 //     pod port): netpol's ingress tables should let traffic whose
 //     destination is the gateway pass, as they do for tunnel's.
 //
-// Subnet (ExternalIPPool.spec.subnetInfo, checked by the controller:
-// every range inside gateway/prefixLength, the gateway outside them, so
-// such a pool is of one family): the SNATed traffic of a held IPv4 IP of
-// such a pool leaves through the subnet's gateway on the uplink, not by
+// Subnet (ExternalIPPool.spec.subnetInfo, checked by the controller: an
+// IPv4 gateway, every range inside gateway/prefixLength, the gateway
+// outside them, so such a pool is IPv4 only): the SNATed traffic of a
+// held IP of such a pool leaves through the subnet's gateway on the uplink, not by
 // the node's main routing table (package hostnet, route.go). Each such IP
 // gets a routing table, routeTableBase (1100) + its mark ID, holding the
 // subnet on the uplink and a default via the gateway, and an ip rule
@@ -93,8 +93,9 @@
 // flows of all its pods, local and tunnelled, both families, so the limit
 // is for the Egress as a whole.
 //
-// Not done yet: subnetInfo for IPv6 pools (accepted by the controller,
-// routed by the main table) and a VLAN for a pool's subnet, more than 255
+// Not done yet: subnetInfo for IPv6 pools (the controller refuses it, so
+// the pool is invalid rather than routed by the main table in silence)
+// and a VLAN for a pool's subnet, more than 255
 // Egress IPs held by one node (the mark is 8 bits). The nodes talk
 // (memberlist, the tunnel) over IPv4.
 //

@@ -27,8 +27,9 @@ type ExternalIPPoolSpec struct {
 	IPRanges []IPRange `json:"ipRanges"`
 	// SubnetInfo describes the subnet the addresses belong to: the node
 	// holding one of them sends the Egress traffic of that address to the
-	// subnet's gateway on its uplink, not by its main routing table. Every
-	// range must lie inside gateway/prefixLength, the gateway outside the
+	// subnet's gateway on its uplink, not by its main routing table. The
+	// gateway is IPv4 (IPv6 subnets are not supported yet), every range
+	// must lie inside gateway/prefixLength, the gateway outside the
 	// ranges; otherwise the pool is invalid.
 	// +optional
 	SubnetInfo *SubnetInfo `json:"subnetInfo,omitempty"`
@@ -180,6 +181,9 @@ const (
 	ReasonAllocated     = "Allocated"
 	ReasonPoolExhausted = "PoolExhausted"
 	ReasonPoolNotFound  = "PoolNotFound"
+	// ReasonPoolInvalid: the pool's spec is unusable (its ipRanges or
+	// subnetInfo); the message says what to fix.
+	ReasonPoolInvalid   = "PoolInvalid"
 	ReasonIPOutsidePool = "IPOutsidePool"
 	ReasonIPConflict    = "IPConflict"
 	ReasonInvalidIP     = "InvalidIP"
