@@ -4,28 +4,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-)
 
-// inNewNetNS moves the test's goroutine, locked to its thread, into a
-// network namespace of its own. The thread is never unlocked: Go ends it
-// with the test, and the namespace with it.
-func inNewNetNS(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("needs root (it creates a network namespace): run the tests as root, as make test does")
-	}
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare: %v", err)
-	}
-}
+	"switchyard.dev/switchyard/itest/testenv"
+)
 
 // addLink adds a veth named name (its peer up too, so it has a carrier):
 // this kernel may have no dummy links.
@@ -89,7 +74,7 @@ func routeDev(t *testing.T, dst string) string {
 // its carrier (its routes then carry the linkdown flag, which the kernel
 // refuses in a new route).
 func TestRestoreUndoesTheMove(t *testing.T) {
-	inNewNetNS(t)
+	testenv.InNewNetNS(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	uplink, br := addLink(t, "up0"), addLink(t, "br0")
 	addr, _ := netlink.ParseAddr("198.18.0.7/24")

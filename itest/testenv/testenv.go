@@ -8,10 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // T is the part of testing.TB the harness needs. *testing.T and *testing.B
@@ -182,4 +185,20 @@ func SourceDir(rel string) (string, error) {
 		return "", fmt.Errorf("no itest/tools/go.mod above %s, and %w", wd, err)
 	}
 	return filepath.Join(root, "itest", rel), nil
+}
+
+// InNewNetNS moves the calling test's goroutine, locked to its thread,
+// into a network namespace of its own, for unit tests that talk to the
+// kernel (netlink, nftables) without touching the machine's network. The
+// thread is never unlocked: Go ends it with the test, and the namespace
+// with it. It needs root, as make test runs.
+func InNewNetNS(t T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("needs root (it creates a network namespace): run the tests as root, as make test does")
+	}
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("unshare: %v", err)
+	}
 }

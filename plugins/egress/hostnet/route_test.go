@@ -3,8 +3,6 @@ package hostnet
 import (
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"slices"
 	"testing"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"switchyard.dev/switchyard/itest/testenv"
 	"switchyard.dev/switchyard/plugins/internal/nftmatch"
 )
 
@@ -139,25 +138,11 @@ func TestOwnTable(t *testing.T) {
 	}
 }
 
-// inNewNetNS moves the test's goroutine, locked to its thread, into a
-// network namespace of its own; the thread (never unlocked) and the
-// namespace end with the test.
-func inNewNetNS(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("needs root (it creates a network namespace): run the tests as root, as make test does")
-	}
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare: %v", err)
-	}
-}
-
 // TestApplyRoutesInNetNS runs ApplyRoutes, ApplyRouteMarks and
 // RemoveRoutes against a real kernel: a crashed incarnation's rule and
 // route are swept, others' rules and tables are left alone.
 func TestApplyRoutesInNetNS(t *testing.T) {
-	inNewNetNS(t)
+	testenv.InNewNetNS(t)
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "up0p"}); err != nil {
 		t.Fatal(err)
 	}
