@@ -333,7 +333,9 @@ func expectSeenAt(t testing.TB, what string, dst net.IP, want map[*cluster.Pod]s
 	for p, w := range want {
 		var last string
 		var lastErr error
+		t0, tries := time.Now(), 0
 		err := testenv.Eventually(fmt.Sprintf("%s: %s seen at %s as %s", what, p.Key(), dst, w), 20*time.Second, 100*time.Millisecond, func() error {
+			tries++
 			last, lastErr = seenAt(p.NetNS, dst, 2*time.Second)
 			if lastErr != nil || last != w {
 				return fmt.Errorf("seen as %q (%v)", last, lastErr)
@@ -342,6 +344,9 @@ func expectSeenAt(t testing.TB, what string, dst net.IP, want map[*cluster.Pod]s
 		})
 		if err != nil {
 			t.Errorf("%v", err)
+		} else if took := time.Since(t0); took > 5*time.Second {
+			// Slow but in time: say so, a step towards a flake.
+			t.Logf("%s: %s seen at %s as %s only after %v (%d tries)", what, p.Key(), dst, w, took.Round(time.Millisecond), tries)
 		}
 	}
 }
