@@ -25,7 +25,7 @@ BENCH_COUNT ?= 5
 # override it for a build of your own: make images VERSION=0.1.1-rc1.
 VERSION ?= $(shell cat manifests/VERSION)
 
-.PHONY: all build deps tools test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help images manifests
+.PHONY: all build deps tools tools-bench test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help images manifests
 
 all: build
 
@@ -49,6 +49,12 @@ deps:
 tools:
 	@$(GO) run ./itest/upstream/cmd/ensure-tools >/dev/null
 
+# What only the benchmarks run: kube-proxy (itest/tools/kube with
+# kube-proxy.mod), the service benchmark's nftables baseline. Not part of
+# `make tools`, so `make test` never builds it.
+tools-bench:
+	@$(GO) run ./itest/upstream/cmd/ensure-tools -bench >/dev/null
+
 build:
 	$(GO) build ./...
 	cd sdk && $(GO) build ./...
@@ -70,7 +76,7 @@ unit:
 itest: deps tools
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./itest/...
 
-bench: deps tools
+bench: deps tools tools-bench
 	bash itest/scripts/bench.sh $(BENCH_COUNT)
 
 $(BIN)/staticcheck:
