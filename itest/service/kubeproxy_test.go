@@ -1,7 +1,11 @@
 package service
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +18,7 @@ import (
 
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/controlplane"
+	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/nodeagent"
 	"switchyard.dev/switchyard/itest/testenv"
 	"switchyard.dev/switchyard/itest/upstream"
@@ -299,4 +304,50 @@ func settle(t testenv.T, what string, pids func() []int, timeout time.Duration) 
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+}
+
+// metrics scrapes kube-proxy's /metrics (inside its node) and returns the
+// value of each sample whose name (with labels, as printed) starts with
+// one of prefixes.
+func (kp *kubeProxy) metrics(prefixes ...string) (map[string]float64, error) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return netns.Dial(kp.node.NetNS, network, addr, 5*time.Second)
+		}}}
+	resp, err := c.Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(f[0], p) {
+				if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+					out[f[0]] = v
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// syncSummary says, from kube-proxy's metrics, how many full and partial
+// rule syncs it did and how long they took in all.
+func (kp *kubeProxy) syncSummary() string {
+	m, err := kp.metrics("kubeproxy_sync_full_proxy_rules_duration_seconds_", "kubeproxy_sync_partial_proxy_rules_duration_seconds_")
+	if err != nil {
+		return "no metrics: " + err.Error()
+	}
+	return fmt.Sprintf("%.0f full syncs in %.1fs, %.0f partial in %.1fs",
+		m["kubeproxy_sync_full_proxy_rules_duration_seconds_count"], m["kubeproxy_sync_full_proxy_rules_duration_seconds_sum"],
+		m["kubeproxy_sync_partial_proxy_rules_duration_seconds_count"], m["kubeproxy_sync_partial_proxy_rules_duration_seconds_sum"])
 }
