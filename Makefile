@@ -33,7 +33,7 @@ help:
 	@echo "make demo        bring up a local multi-node cluster and print its connectivity"
 	@echo "make demo-kubelet  the same with real kubelet + containerd nodes"
 	@echo "make test        install dependencies and run every test (unit + integration)"
-	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs)"
+	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs); builds kube-proxy first (make tools-bench)"
 	@echo "make lint        go vet + staticcheck"
 	@echo "make generate    regenerate protobuf, CRD and OVSDB model code;  make verify  checks it is current"
 	@echo "make images      build the image archives into bin/images (VERSION=$(VERSION))"

@@ -339,8 +339,9 @@ func BenchmarkConnRate(b *testing.B) {
 	b.ReportMetric(syMany, "conns/s-"+many+"-sy")
 	b.ReportMetric(sy1/kp1, "ratio-sy/kp-1svc")
 	b.ReportMetric(syMany/kpMany, "ratio-sy/kp-"+many)
-	b.ReportMetric(kpMany/kp1, "ratio-10k/1-kp")
-	b.ReportMetric(syMany/sy1, "ratio-10k/1-sy")
+	perOne := "ratio-" + strings.TrimSuffix(many, "svc") + "/1-" // ratio-10k/1-
+	b.ReportMetric(kpMany/kp1, perOne+"kp")
+	b.ReportMetric(syMany/sy1, perOne+"sy")
 	b.ReportMetric(kpProgram.Seconds(), "program-s-"+many+"-kp")
 	b.ReportMetric(syProgram.Seconds(), "program-s-"+many+"-sy")
 	b.ReportMetric(kpSettle.Seconds(), "idle-s-"+many+"-kp")

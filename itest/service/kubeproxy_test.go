@@ -306,9 +306,9 @@ func settle(t testenv.T, what string, pids func() []int, timeout time.Duration) 
 	}
 }
 
-// metrics scrapes kube-proxy's /metrics (inside its node) and returns the
-// value of each sample whose name (with labels, as printed) starts with
-// one of prefixes.
+// metrics scrapes kube-proxy's /metrics (inside its node) and returns, by
+// metric name, the sum over its label sets (both IP families) of each
+// sample whose name starts with one of prefixes.
 func (kp *kubeProxy) metrics(prefixes ...string) (map[string]float64, error) {
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
@@ -329,10 +329,11 @@ func (kp *kubeProxy) metrics(prefixes ...string) (map[string]float64, error) {
 		if len(f) != 2 || strings.HasPrefix(l, "#") {
 			continue
 		}
+		name, _, _ := strings.Cut(f[0], "{")
 		for _, p := range prefixes {
-			if strings.HasPrefix(f[0], p) {
+			if strings.HasPrefix(name, p) {
 				if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-					out[f[0]] = v
+					out[name] += v
 				}
 			}
 		}
