@@ -38,7 +38,8 @@ func connRate(ns string, ip net.IP, port int, d time.Duration) (float64, error) 
 			return 0, err
 		}
 		c.SetDeadline(time.Now().Add(3 * time.Second))
-		if _, err := c.Write(buf); err == nil {
+		_, err = c.Write(buf)
+		if err == nil {
 			_, err = io.ReadFull(c, buf)
 		}
 		c.Close()
