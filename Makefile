@@ -25,7 +25,7 @@ BENCH_COUNT ?= 5
 # override it for a build of your own: make images VERSION=0.1.1-rc1.
 VERSION ?= $(shell cat manifests/VERSION)
 
-.PHONY: all build deps tools test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help images manifests
+.PHONY: all build deps tools tools-bench test unit itest bench lint proto generate verify demo demo-kubelet clean-itest clean help images manifests
 
 all: build
 
@@ -33,7 +33,7 @@ help:
 	@echo "make demo        bring up a local multi-node cluster and print its connectivity"
 	@echo "make demo-kubelet  the same with real kubelet + containerd nodes"
 	@echo "make test        install dependencies and run every test (unit + integration)"
-	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs)"
+	@echo "make bench       run the benchmarks (medians over BENCH_COUNT runs); builds kube-proxy first (make tools-bench)"
 	@echo "make lint        go vet + staticcheck"
 	@echo "make generate    regenerate protobuf, CRD and OVSDB model code;  make verify  checks it is current"
 	@echo "make images      build the image archives into bin/images (VERSION=$(VERSION))"
@@ -48,6 +48,12 @@ deps:
 # (itest/tools/kube), containerd v2, and the reference CNI plugins.
 tools:
 	@$(GO) run ./itest/upstream/cmd/ensure-tools >/dev/null
+
+# What only the benchmarks run: kube-proxy (itest/tools/kube with
+# kube-proxy.mod), the service benchmark's nftables baseline. Not part of
+# `make tools`, so `make test` never builds it.
+tools-bench:
+	@$(GO) run ./itest/upstream/cmd/ensure-tools -bench >/dev/null
 
 build:
 	$(GO) build ./...
@@ -70,7 +76,7 @@ unit:
 itest: deps tools
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./itest/...
 
-bench: deps tools
+bench: deps tools tools-bench
 	bash itest/scripts/bench.sh $(BENCH_COUNT)
 
 $(BIN)/staticcheck:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every benchmark COUNT times (default 5) and prints per-benchmark
 # medians with benchstat. Baseline comparisons (ours vs ovs-ofctl, plugin path
-# vs direct, our CNI vs the bridge plugin) are measured inside one benchmark
-# run and reported as extra metrics, since numbers taken at different times
-# on a noisy 2-core machine do not compare.
+# vs direct, our CNI vs the bridge plugin, the service plugin vs kube-proxy
+# nftables) are measured inside one benchmark run and reported as extra
+# metrics, since numbers taken at different times on a noisy 2-core machine
+# do not compare. make bench builds kube-proxy first (make tools-bench).
 set -euo pipefail
 count=${1:-5}
 cd "$(git rev-parse --show-toplevel)"

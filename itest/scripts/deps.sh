@@ -7,6 +7,7 @@ packages=(
   openvswitch-switch openvswitch-common # ovs-vswitchd, ovsdb-server; ovs-ofctl as a test witness
   iproute2 iputils-ping                 # namespaces, veths, ping probes
   iperf3 ethtool                        # datapath throughput bench, pods' offload settings
+  nftables                              # nft: kube-proxy's nftables mode (the service bench's baseline) execs it
   runc                                  # OCI runtime for the real-node harness (containerd-shim-runc-v2)
   protobuf-compiler                     # protoc for `make proto`
   kmod procps psmisc                    # lsmod/ps/killall used by clean-itest and checks

@@ -24,12 +24,29 @@ import (
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
-// env is a running cluster with podnet, tunnel and service on every node.
+// env is a running cluster with podnet, tunnel and service on every node
+// (or, in the benchmark's baseline, kube-proxy in place of service).
 type env struct {
 	cp     *controlplane.ControlPlane
 	c      *cluster.Cluster
 	agents map[string]*nodeagent.Agent
+
+	// The kube-proxy baseline (kubeproxy_test.go), by node name.
+	kpBin        string
+	kubeProxies  map[string]*kubeProxy
+	kpKubeconfig map[string]string
 }
+
+// proxy says what serves the cluster's Services.
+type proxy int
+
+const (
+	// proxyPlugin is Switchyard's service plugin, enabled on every agent.
+	proxyPlugin proxy = iota
+	// proxyKube is the benchmark's baseline: the agents run podnet and
+	// tunnel only, and kube-proxy (nftables mode) runs on every node.
+	proxyKube
+)
 
 const ns = "svc"
 
@@ -40,21 +57,33 @@ const (
 	longPort   = 7070 // a TCP echo without deadline, for long connections
 )
 
-func start(t testenv.T, nodes int) *env {
+// start brings up nodes with podnet, tunnel and service on every agent.
+func start(t testenv.T, nodes int) *env { return startWith(t, nodes, proxyPlugin) }
+
+// startWith brings up nodes whose Services p serves.
+func startWith(t testenv.T, nodes int, p proxy) *env {
 	t.Helper()
 	if binsErr != nil {
 		t.Fatalf("a binary the test runs did not build: %v", binsErr)
 	}
-	e := &env{agents: map[string]*nodeagent.Agent{}}
+	e := &env{agents: map[string]*nodeagent.Agent{}, kubeProxies: map[string]*kubeProxy{}, kpKubeconfig: map[string]string{}}
 	e.cp = controlplane.Start(t)
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
 		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "service": bins["service"]}}
+	enabled := []string{"podnet", "tunnel", "service"}
+	if p == proxyKube {
+		enabled = enabled[:2]
+	}
 	e.c = cluster.Start(t, cluster.Options{Nodes: nodes, Client: e.cp.Client,
 		StartAgent: func(t testenv.T, n *cluster.Node) {
 			e.agents[n.Name] = nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: e.cp,
-				Enabled: []string{"podnet", "tunnel", "service"},
+				Enabled: enabled,
 				Config:  map[string]map[string]any{"service": {"serviceCIDRs": []string{controlplane.ServiceCIDR}}}})
 		}})
+	if p == proxyKube {
+		e.startKubeProxies(t)
+		return e
+	}
 	for _, n := range e.c.Nodes {
 		e.waitSynced(t, n)
 	}

@@ -40,6 +40,12 @@ type Group struct {
 	// Tools are the binaries the builds produce; all must exist for the
 	// cache to count as complete.
 	Tools []string
+	// ModFile, if set, is an alternative go.mod in Module's directory
+	// (go build -modfile; its go.sum is the same name ending in .sum):
+	// the module's pins plus what this group alone needs, so the group
+	// that builds from the plain go.mod keeps its key. Both files are
+	// hashed into this group's key.
+	ModFile string
 }
 
 // Build is one `go build` run of a Group.
@@ -72,6 +78,26 @@ var Control = Group{
 	Name:   "control plane (kube-apiserver, etcd)",
 	Builds: []Build{{Packages: []string{"./kube-apiserver", "./etcd"}}},
 	Tools:  []string{"kube-apiserver", "etcd"},
+}
+
+// KubeProxy is kube-proxy from the kube group's module, built on demand
+// by the service benchmark (its kube-proxy nftables baseline), never by
+// `make tools`. kube-proxy needs a few modules the kubelet does not (knftables,
+// netlink, ipvs), so it builds with kube-proxy.mod: itest/tools/kube/go.mod
+// plus those modules and a tool line for kube-proxy, no pin changed
+// (TestKubeProxyModFile checks it). The kube group's key, which hashes
+// go.mod and go.sum only, stays the same; the packages both share come
+// from Go's build cache. Regenerate after a bump of go.mod with
+//
+//	cd itest/tools/kube && cp go.mod kube-proxy.mod && cp go.sum kube-proxy.sum &&
+//	go mod edit -modfile=kube-proxy.mod -tool=k8s.io/kubernetes/cmd/kube-proxy &&
+//	go mod tidy -modfile=kube-proxy.mod
+var KubeProxy = Group{
+	Name:    "kube-proxy",
+	Module:  "kube",
+	ModFile: "kube-proxy.mod",
+	Builds:  []Build{{Packages: []string{"k8s.io/kubernetes/cmd/kube-proxy"}, LDFlags: versionLDFlags}},
+	Tools:   []string{"kube-proxy"},
 }
 
 // Kube is what a real node and the rest of the control plane need: kubelet,
@@ -144,6 +170,16 @@ func (g Group) key(moduleDir string) (string, error) {
 		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
 		h.Write(b)
 	}
+	if g.ModFile != "" {
+		for _, f := range []string{g.ModFile, g.sumFile()} {
+			b, err := os.ReadFile(filepath.Join(moduleDir, f))
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "modfile\x00%s\x00%d\x00", f, len(b))
+			h.Write(b)
+		}
+	}
 	for _, b := range g.Builds {
 		// Wrapper directories are hashed as files above; what else shapes
 		// the binaries (packages from dependencies, flags) is hashed here.
@@ -156,6 +192,9 @@ func (g Group) key(moduleDir string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
+
+// sumFile is the go.sum that goes with ModFile.
+func (g Group) sumFile() string { return strings.TrimSuffix(g.ModFile, ".mod") + ".sum" }
 
 func allLocal(pkgs []string) bool {
 	for _, p := range pkgs {
@@ -205,6 +244,9 @@ func EnsureGroup(toolsDir string, g Group, logf func(string, ...any)) (string, e
 	os.RemoveAll(tmp)
 	for _, b := range g.Builds {
 		args := []string{"build", "-o", tmp + "/"}
+		if g.ModFile != "" {
+			args = append(args, "-modfile="+g.ModFile)
+		}
 		if b.LDFlags != "" {
 			args = append(args, "-ldflags="+b.LDFlags)
 		}
