@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,27 +294,24 @@ func BenchmarkConnRate(b *testing.B) {
 	e.setBulkEndpoints(b, cs, lastName, eps)
 
 	// 3'. The service plugin's cold start at 10,000 Services, timed on
-	// node-1; the rate is taken once it says Synced on every node.
+	// node-1 until the plugin says Synced, which it does once every
+	// Service's batch is on the switch (the host returns an Apply after
+	// the switch committed it); the rate is taken once it says Synced on
+	// every node.
+	agentTicks, switchTicks := mustTicks(b, e.agents[n1.Name].Process.Pid()), mustTicks(b, n1.OVS.VswitchdPid())
 	start = time.Now()
 	e.servicePluginOn(b)
 	syFirst := reach("the service plugin to program "+lastName, c1, lastIP, start, 20*time.Minute, pluginAlive)
-	// The plugin installs Services in batches, in no fixed order, so
-	// one answering Service does not mean all are in: the count of DNAT
-	// flows on node-1's switch (ovs-ofctl, about a second per dump at
-	// this size) says when the last one is.
-	err = testenv.Eventually("node-1's switch to hold every Service's DNAT flows", 20*time.Minute, time.Second, func() error {
-		if err := pluginAlive(); err != nil {
-			return err
-		}
-		if got, want := serviceFlows(b, n1), perService*total; got < want {
-			return fmt.Errorf("%d of %d", got, want)
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatalf("%v", err)
-	}
+	e.waitSyncedFor(b, n1, 20*time.Minute)
 	syProgram := time.Since(start)
+	_, pid, _ := e.plugin(b, n1, "service")
+	cpu := fmt.Sprintf("CPU until then: plugin %s, agent %s, ovs-vswitchd %s", ticksTime(mustTicks(b, pid)),
+		ticksTime(mustTicks(b, e.agents[n1.Name].Process.Pid())-agentTicks), ticksTime(mustTicks(b, n1.OVS.VswitchdPid())-switchTicks))
+	// The witness: Synced means every Service's DNAT flows are on
+	// node-1's switch (ovs-ofctl).
+	if got, want := serviceFlows(b, n1), perService*total; got < want {
+		b.Fatalf("the service plugin on %s said Synced with %d of %d DNAT flows on the switch", n1.Name, got, want)
+	}
 	for _, n := range e.c.Nodes {
 		e.waitSyncedFor(b, n, 20*time.Minute)
 	}
@@ -328,11 +327,12 @@ func BenchmarkConnRate(b *testing.B) {
 	sySettle := time.Since(start)
 	syMany := rate(fmt.Sprintf("service plugin, %d Services", total))
 	syChange, syTries := e.endpointChange(b, cs, c1, lastName, lastIP, eps, fresh, pluginAlive)
-	_, pid, _ := e.plugin(b, n1, "service")
+	_, pid, _ = e.plugin(b, n1, "service")
 	syRSS := mustRSS(b, pid)
 	agentRSS := mustRSS(b, e.agents[n1.Name].Process.Pid())
-	b.Logf("service plugin, %d Services: programmed in %s on node-1 (from the reload; %s answered at %s; its log: installing took %s once its informers had synced), Synced on every node by %s, idle by %s; %.0f conns/s; one endpoint change in %s (%d connections); RSS %.1f MiB, agent %.1f MiB",
-		total, syProgram.Round(time.Millisecond), lastName, syFirst.Round(time.Millisecond), installTook(e.agents[n1.Name].Log()), synced.Round(time.Millisecond), sySettle.Round(time.Millisecond), syMany, syChange.Round(time.Millisecond), syTries, syRSS, agentRSS)
+	b.Logf("service plugin, %d Services: programmed in %s on node-1 (from the reload; %s answered at %s; its log: installing took %s once its informers had synced; %s), Synced on every node by %s, idle by %s; %.0f conns/s; one endpoint change in %s (%d connections); RSS %.1f MiB, agent %.1f MiB",
+		total, syProgram.Round(time.Millisecond), lastName, syFirst.Round(time.Millisecond), installTook(e.agents[n1.Name].Log()), timeline(e.agents[n1.Name].Log(), start,
+			"service plugin started", "services installed")+"; "+cpu, synced.Round(time.Millisecond), sySettle.Round(time.Millisecond), syMany, syChange.Round(time.Millisecond), syTries, syRSS, agentRSS)
 
 	b.ReportMetric(kp1, "conns/s-1svc-kp")
 	b.ReportMetric(sy1, "conns/s-1svc-sy")
@@ -478,7 +478,45 @@ func installTook(log string) string {
 	return took
 }
 
+// timeline says when, after start, the last agent log line of each
+// message was written: where a cold start's time goes.
+func timeline(log string, start time.Time, msgs ...string) string {
+	at := map[string]time.Time{}
+	for _, l := range strings.Split(log, "\n") {
+		var line struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(l), &line) != nil || !slices.Contains(msgs, line.Msg) {
+			continue
+		}
+		at[line.Msg] = line.Time
+	}
+	var parts []string
+	for _, m := range msgs {
+		if t, ok := at[m]; ok {
+			parts = append(parts, fmt.Sprintf("%q at %s", m, t.Sub(start).Round(time.Millisecond)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%q not logged", m))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 var tookRE = regexp.MustCompile(`took\\?"?[=:]\\?"?([0-9][0-9.a-zµ]*)`)
+
+// mustTicks is the CPU time process pid has used, in clock ticks.
+func mustTicks(b *testing.B, pid int) int {
+	b.Helper()
+	t, err := cpuTicks(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+// ticksTime is a count of clock ticks (USER_HZ, 100 on Linux) as a time.
+func ticksTime(t int) time.Duration { return time.Duration(t) * 10 * time.Millisecond }
 
 func mustRSS(b *testing.B, pid int) float64 {
 	b.Helper()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -31,6 +32,12 @@ func Clientset(c sdk.Cluster, userAgent string) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The built-in kinds speak protobuf, which decodes several times
+	// faster than JSON: at 10,000 Services and EndpointSlices that is
+	// most of the time before the informers sync. (Custom resources have
+	// no protobuf form, so Config leaves JSON to their clients.)
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("a client for the apiserver %s: %w", c.APIServer.URL, err)

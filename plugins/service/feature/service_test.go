@@ -164,6 +164,52 @@ func TestSyncIsIncremental(t *testing.T) {
 	}
 }
 
+// TestSyncSkipsAnUnchangedSource: a Service whose object, slices and
+// node facts are the versions it was installed from is not derived again
+// (the informers' initial adds queue every Service once more after the
+// first install); a newer slice, or new node facts, are.
+func TestSyncSkipsAnUnchangedSource(t *testing.T) {
+	ctx := context.Background()
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	h := &recordingHost{}
+	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
+	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1", ResourceVersion: "10"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
+	versioned := func(rv string, eps map[string]discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
+		es := slice("web", "web", "http", 8080, eps)
+		es.ResourceVersion = rv
+		return es
+	}
+	sl.Add(versioned("11", map[string]discoveryv1.EndpointConditions{"10.244.2.5": ready}))
+	sync := func(what string, wantBatch bool) {
+		t.Helper()
+		n := len(h.batches)
+		if err := s.sync(ctx, "default/web"); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := len(h.batches) > n; got != wantBatch {
+			t.Errorf("%s: sent a batch %v, want %v", what, got, wantBatch)
+		}
+	}
+	sync("first install", true)
+	// Different content under the same versions cannot come from an
+	// apiserver; it shows that the sync did not look past the versions.
+	sl.Update(versioned("11", map[string]discoveryv1.EndpointConditions{"10.244.2.6": ready}))
+	sync("same versions", false)
+	sync("newer slice", false) // still 11: skipped again
+	sl.Update(versioned("12", map[string]discoveryv1.EndpointConditions{"10.244.2.6": ready}))
+	sync("newer slice", true)
+	if err := s.NodeFactsChanged(ctx, sdk.NodeFactsChangedRequest{New: sdk.NodeFacts{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sync("new node facts (the endpoint is local now)", true)
+	sync("after the facts change", false)
+}
+
 // flushingHost also records conntrack flushes.
 type flushingHost struct {
 	recordingHost
@@ -208,5 +254,33 @@ func TestDepartedUDPEndpointFlushed(t *testing.T) {
 		Reply: sdk.ConntrackTuple{Src: netip.MustParseAddr("10.244.3.5"), SrcPort: 5353}}}
 	if d := cmp.Diff(want, h.flushes, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
 		t.Errorf("flushes (-want +got):\n%s", d)
+	}
+}
+
+// BenchmarkSyncAll is the plugin's side of a cold start: deriving and
+// batching 1,000 Services of 10 endpoints each (the host's side, the
+// switch's and the wire are not in it).
+func BenchmarkSyncAll(b *testing.B) {
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	eps := map[string]discoveryv1.EndpointConditions{}
+	for i := range 10 {
+		eps[fmt.Sprintf("10.244.%d.%d", 1+i%2, 10+i)] = ready
+	}
+	for i := range 1000 {
+		name := fmt.Sprintf("svc-%04d", i)
+		svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", ResourceVersion: "1"},
+			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
+		sl.Add(slice(name, name, "http", 8080, eps))
+	}
+	for b.Loop() {
+		s := New()
+		s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+		s.host, s.svcs, s.slices = &recordingHost{}, listersv1.NewServiceLister(svcs), sl
+		s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+		s.podCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
+		if _, err := s.syncAll(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
