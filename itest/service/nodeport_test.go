@@ -37,7 +37,8 @@ func nodePorts(s *corev1.Service) map[string]int {
 // translated the node address (its kernel undoes that DNAT), not straight
 // to the pod, which would see them come from an address it never dialled.
 // externalTrafficPolicy Local is about clients outside the cluster: a
-// node's own pods, and the node, get every endpoint, as with kube-proxy.
+// node's own pods, and the node, get every endpoint, as with kube-proxy;
+// so do the pods of other nodes, SNATed to the node's gateway address.
 func TestNodePort(t *testing.T) {
 	e := start(t, 3)
 	n1, n2, n3 := e.c.Nodes[0], e.c.Nodes[1], e.c.Nodes[2]
@@ -108,9 +109,10 @@ func TestNodePort(t *testing.T) {
 		}{
 			{"pod on node-1 to node-1 (Cluster)", c1.NetNS, n1.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
 			{"pod on node-1 to node-3 (Cluster)", c1.NetNS, n3.UnderlayIP, cl[port], []string{b2.Name, b3.Name}},
-			{"pod on node-1 to node-2 (Local)", c1.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name}},
 			// Local is about external clients: node-1 has no endpoint,
-			// but its pods and itself get the cluster-wide ones.
+			// but its pods and itself get the cluster-wide ones, and so do
+			// the pods of other nodes, on any node.
+			{"pod on node-1 to node-2 (Local, in-cluster client)", c1.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name, b3.Name}},
 			{"pod on node-1 to node-1 (Local, in-cluster client)", c1.NetNS, n1.UnderlayIP, lo[port], []string{b2.Name, b3.Name}},
 			{"node-1 to itself (Local, in-cluster client)", n1.NetNS, n1.UnderlayIP, lo[port], []string{b2.Name, b3.Name}},
 			{"endpoint b-2 to its own node-2 (Local, hairpin)", b2.NetNS, n2.UnderlayIP, lo[port], []string{b2.Name}},
@@ -131,6 +133,28 @@ func TestNodePort(t *testing.T) {
 			if err != nil {
 				t.Errorf("%v", err)
 			}
+		}
+		// A pod of another node dialling node-1's Local NodePort, where
+		// there is no endpoint: every endpoint may answer, and sees
+		// node-1's gateway address (SNATed, so the answer comes back
+		// through node-1, which undid the node address's DNAT).
+		seen = map[string]int{}
+		for i := range 10 {
+			what := fmt.Sprintf("%s from b-3 on node-3 to node-1 %s:%d (Local, a pod of another node), try %d", network, n1.UnderlayIP, lo[port], i)
+			eventually(t, what, func() error {
+				got, as, err := who(b3.NetNS, network, n1.UnderlayIP, lo[port])
+				if err != nil {
+					return err
+				}
+				if as != gw1.String() {
+					return fmt.Errorf("answered by %s seeing %s, want node-1's gateway %s", got, as, gw1)
+				}
+				seen[got]++
+				return nil
+			})
+		}
+		if seen[b2.Name]+seen[b3.Name] != 10 {
+			t.Errorf("%s: a pod of node-3 through node-1's Local NodePort reached %v, want only endpoints of np-local", network, seen)
 		}
 		// Local, through node-1: no local endpoint, refused.
 		start := time.Now()

@@ -42,10 +42,13 @@
 //   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
 //     conntrack entries of that port towards it are flushed.
 //
-// Not yet: IPv6 and dual-stack Services; pods of other nodes dialling a
-// Local NodePort on a node without a local endpoint are refused like
-// external clients (they arrive unmasqueraded, and the plugin does not
-// know the other nodes' pod CIDRs).
+//   - The pods of other nodes are in-cluster clients too: dialling a Local
+//     address of this node they get every endpoint, SNATed to the gateway
+//     address (they arrive with their own addresses, and the answer must
+//     come back through this node). The plugin learns their pod CIDRs
+//     from the host's node events.
+//
+// Not yet: IPv6 and dual-stack Services.
 //
 // Config (the plugin's section of the agent config, all optional):
 // serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP

@@ -135,6 +135,11 @@ type Service struct {
 	// groups allocates group IDs: by port key and back.
 	groups   map[string]uint32
 	groupKey map[uint32]string
+	// peers are the IPv4 pod CIDRs of the other nodes, by node name;
+	// remotePods all of them, sorted: the pods of other nodes, whom a
+	// Local address balances over every endpoint (addRemote).
+	peers      map[string][]netip.Prefix
+	remotePods []netip.Prefix
 	// factsGen counts node-facts changes: part of every Service's
 	// source, so a change re-derives them all.
 	factsGen uint64
@@ -163,12 +168,13 @@ var (
 	_ sdk.Stopper             = (*Service)(nil)
 	_ sdk.PacketInHandler     = (*Service)(nil)
 	_ sdk.NodeFactsSubscriber = (*Service)(nil)
+	_ sdk.NodeEventSubscriber = (*Service)(nil)
 )
 
 // New returns an unstarted service plugin.
 func New() *Service {
 	return &Service{log: slog.Default(), installed: map[string]installed{}, groups: map[string]uint32{}, groupKey: map[uint32]string{},
-		applyNodePortsFn: hostnet.ApplyNodePorts, extRoutes: map[netip.Addr]bool{}}
+		applyNodePortsFn: hostnet.ApplyNodePorts, extRoutes: map[netip.Addr]bool{}, peers: map[string][]netip.Prefix{}}
 }
 
 // Describe declares the tables, fields and resources.
@@ -586,10 +592,14 @@ func (s *Service) desired(key string, svc *corev1.Service) installed {
 			}
 			in.add(s.local, p)
 			if sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
-				in.add(s.local, s.nodePortOf(key, svc, sp, proto, p))
+				np := s.nodePortOf(key, svc, sp, proto, p)
+				in.add(s.local, np)
+				s.addRemote(&in, key, np, p)
 			}
 			for _, ext := range externalIPs(svc) {
-				in.add(s.local, s.externalOf(key, svc, sp, proto, p, ext))
+				xp := s.externalOf(key, svc, sp, proto, p, ext)
+				in.add(s.local, xp)
+				s.addRemote(&in, key, xp, p)
 				in.external = append(in.external, ext)
 			}
 		}
@@ -667,8 +677,36 @@ func (s *Service) externalOf(key string, svc *corev1.Service, sp corev1.ServiceP
 	return p
 }
 
+// addRemote adds, beside a Local address's port (a NodePort, an external
+// or load-balancer IP, externalTrafficPolicy Local), its port for the pods
+// of other nodes. They are in-cluster clients, so like this node's pods
+// they get every endpoint of the ClusterIP; but they arrive with their own
+// addresses from another node, so their connections are SNATed to the
+// gateway address, as with Cluster: an endpoint's answer then comes back
+// through this node, which undid the node address's DNAT, instead of
+// straight to a pod that never dialled the endpoint.
+func (s *Service) addRemote(in *installed, key string, local, cluster flows.Port) {
+	if local.InClusterGroup == 0 || len(s.remotePods) == 0 {
+		return
+	}
+	r := local
+	r.Name = local.Name + "@remote-pods"
+	r.SNAT, r.Endpoints, r.InCluster, r.InClusterGroup, r.Sources = true, cluster.Endpoints, nil, 0, s.remotePods
+	r.Group = s.group(fmt.Sprintf("%s/remote-pods/%s/%d/%d", key, local.ClusterIP, local.Proto, local.Port))
+	in.add(s.local, r)
+}
+
 func (in *installed) add(l flows.Local, p flows.Port) {
 	fs, g := flows.PortFlows(l, p)
+	if len(p.Sources) > 0 {
+		// A companion port's SCTP port translations for the local
+		// endpoints are its Local twin's, flow for flow.
+		have := map[flow.Key]bool{}
+		for _, f := range in.flows {
+			have[f.Key()] = true
+		}
+		fs = slices.DeleteFunc(fs, func(f flow.Flow) bool { return have[f.Key()] })
+	}
 	in.ports = append(in.ports, p)
 	in.flows = append(in.flows, fs...)
 	if g != nil {
@@ -896,6 +934,51 @@ func (s *Service) NodeFactsChanged(_ context.Context, req sdk.NodeFactsChangedRe
 			s.queue.Add(k)
 		}
 	}
+	return nil
+}
+
+// NodeEvent keeps the other nodes' pod CIDRs: a change re-derives the
+// Services with a Local address (addRemote), and only those.
+func (s *Service) NodeEvent(_ context.Context, req sdk.NodeEventRequest, _ *sdk.NodeEventResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cidrs []netip.Prefix
+	if req.Kind != sdk.NodeDeleted {
+		for _, c := range req.Node.PodCIDRs {
+			if c.Addr().Is4() && !slices.Contains(s.podCIDRs, c.Masked()) {
+				cidrs = append(cidrs, c.Masked())
+			}
+		}
+	}
+	if slices.Equal(s.peers[req.Node.Name], cidrs) {
+		return nil
+	}
+	if len(cidrs) == 0 {
+		delete(s.peers, req.Node.Name)
+	} else {
+		s.peers[req.Node.Name] = cidrs
+	}
+	var all []netip.Prefix
+	for _, cs := range s.peers {
+		all = append(all, cs...)
+	}
+	slices.SortFunc(all, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	s.remotePods = slices.Compact(all)
+	for k, in := range s.installed {
+		if slices.ContainsFunc(in.ports, func(p flows.Port) bool { return p.InClusterGroup != 0 || len(p.Sources) > 0 }) {
+			in.source = "" // derived again, whatever its objects' versions
+			s.installed[k] = in
+			if s.queue != nil {
+				s.queue.Add(k)
+			}
+		}
+	}
+	s.log.Info("pod CIDRs of other nodes changed", "node", req.Node.Name, "pod_cidrs", cidrs, "remote_pod_cidrs", len(s.remotePods))
 	return nil
 }
 

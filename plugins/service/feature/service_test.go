@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"switchyard.dev/switchyard/plugins/service/flows"
 	"switchyard.dev/switchyard/plugins/service/hostnet"
@@ -282,5 +283,73 @@ func BenchmarkSyncAll(b *testing.B) {
 		if _, err := s.syncAll(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLocalAddressRemotePods: a Local NodePort gets a companion port for
+// the pods of other nodes once a node event names their pod CIDRs (every
+// endpoint, SNATed), and loses it when that node goes; Services without a
+// Local address are not touched by node events.
+func TestLocalAddressRemotePods(t *testing.T) {
+	ctx := context.Background()
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	h := &recordingHost{}
+	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
+	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	s.cfg.nodePort = flows.DefaultNodePortIP
+	s.podCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
+	for _, p := range []corev1.ServiceExternalTrafficPolicy{corev1.ServiceExternalTrafficPolicyLocal, corev1.ServiceExternalTrafficPolicyCluster} {
+		name := "np-" + strings.ToLower(string(p))
+		svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", ResourceVersion: "1"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalTrafficPolicy: p, ClusterIP: "10.96.0.9",
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}}}})
+		es := slice(name, name, "http", 8080, map[string]discoveryv1.EndpointConditions{"10.244.1.5": ready, "10.244.2.5": ready})
+		es.ResourceVersion = "1"
+		sl.Add(es)
+		if err := s.sync(ctx, "default/"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer s.queue.ShutDown()
+	companion := func(key string) *flows.Port {
+		for _, p := range s.installed[key].ports {
+			if len(p.Sources) > 0 {
+				return &p
+			}
+		}
+		return nil
+	}
+	if companion("default/np-local") != nil {
+		t.Fatalf("a companion port before any node event")
+	}
+	node2 := sdk.NodeInfo{Name: "node-2", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24"), netip.MustParsePrefix("fd00:2::/64")}}
+	if err := s.NodeEvent(ctx, sdk.NodeEventRequest{Kind: sdk.NodeAdded, Node: node2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.queue.Len(); n != 1 {
+		t.Errorf("a node event queued %d Services, want 1 (np-local)", n)
+	}
+	if err := s.sync(ctx, "default/np-local"); err != nil {
+		t.Fatal(err)
+	}
+	c := companion("default/np-local")
+	if c == nil {
+		t.Fatalf("no companion port after node-2's pod CIDRs arrived: %+v", s.installed["default/np-local"].ports)
+	}
+	if !c.SNAT || len(c.Endpoints) != 2 || len(c.Sources) != 1 || c.Sources[0].String() != "10.244.2.0/24" || c.Port != 30080 {
+		t.Errorf("companion port %+v; want SNAT, both endpoints, sources [10.244.2.0/24], port 30080", *c)
+	}
+	if err := s.NodeEvent(ctx, sdk.NodeEventRequest{Kind: sdk.NodeDeleted, Node: sdk.NodeInfo{Name: "node-2"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sync(ctx, "default/np-local"); err != nil {
+		t.Fatal(err)
+	}
+	if c := companion("default/np-local"); c != nil {
+		t.Errorf("companion port %+v left after node-2 went", *c)
 	}
 }

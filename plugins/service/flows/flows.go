@@ -278,6 +278,11 @@ type Port struct {
 	// on a node without a local endpoint would otherwise be refused.
 	InCluster      []netip.Prefix
 	InClusterGroup uint32
+	// Sources, when set, limits the port to new connections from these
+	// prefixes (at the in-cluster priority, above the address's own
+	// port): the pods of other nodes dialling a Local address, which get
+	// every endpoint, SNATed so that answers come back through this node.
+	Sources []netip.Prefix
 }
 
 // ServiceTag is the cookie tag of a Service's flows: a hash of
@@ -333,12 +338,26 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 		}
 	}
 	if len(p.Endpoints) == 0 {
+		if len(p.Sources) > 0 {
+			return inCluster, nil // the address's own port answers them
+		}
 		return append(inCluster, flow.Flow{Table: LB, Priority: prioService, Match: p.dstMatch(), Tag: tag,
 			Actions: []flow.Action{flow.ControllerMetered(RejectMaxLen, RejectUserdata, flow.ReasonAction, RejectMeterID)}}), nil
 	}
 	lb := p.balance(p.Group)
 	lb.Tag = tag
-	fs := append([]flow.Flow{lb}, inCluster...)
+	fs := []flow.Flow{lb}
+	if len(p.Sources) > 0 {
+		fs = fs[:0]
+		for _, src := range p.Sources {
+			if src.Addr().Is4() {
+				f := lb
+				f.Priority, f.Match = prioInCluster, lb.Match.IPv4SrcPrefix(src)
+				fs = append(fs, f)
+			}
+		}
+	}
+	fs = append(fs, inCluster...)
 	if p.Affinity != 0 {
 		svc := flow.Match{}.Field(FieldSvc, p.Group)
 		fs = append(fs,

@@ -194,3 +194,30 @@ func TestNodePortLocalInClusterClients(t *testing.T) {
 		})
 	}
 }
+
+// TestRemotePodSources: the companion port of a Local address for the
+// pods of other nodes balances only their new connections (one flow per
+// IPv4 prefix, above the address's own port) over every endpoint,
+// SNATed; without endpoints it adds nothing, so they fall to the
+// address's own port (its reject, or its local endpoints).
+func TestRemotePodSources(t *testing.T) {
+	sources := []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24"), netip.MustParsePrefix("10.244.3.0/24"), netip.MustParsePrefix("fd00:2::/64")}
+	p := Port{Service: "default/web", Name: "http@nodeport@remote-pods", Proto: ProtoTCP, ClusterIP: DefaultNodePortIP, Port: 30080, Group: 11, SNAT: true,
+		Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.244.2.5"), Port: 8080}}, Sources: sources}
+	want := []string{
+		"table=service.lb, priority=205, ct_state=+new+trk,tcp,nw_src=10.244.2.0/24,nw_dst=169.254.0.252,tp_dst=30080 actions=load:0xb->reg:service.svc,group:11",
+		"table=service.lb, priority=205, ct_state=+new+trk,tcp,nw_src=10.244.3.0/24,nw_dst=169.254.0.252,tp_dst=30080 actions=load:0xb->reg:service.svc,group:11",
+		"table=service.dnat, priority=200, tcp,reg:service.ep_ip=0xaf40205,reg:service.ep_port=0x1f90,reg:service.svc=0xb actions=load:0x1->reg:service.snat,ct(commit,table=@next,zone=5,nat(dst=10.244.2.5:8080),exec(set_field:0x5/0x7->ct_mark))",
+	}
+	fs, g := PortFlows(local, p)
+	if d := cmp.Diff(want, strs(fs)); d != "" {
+		t.Errorf("flows (-want +got):\n%s", d)
+	}
+	if g == nil || len(g.Buckets) != 1 {
+		t.Errorf("group %v, want one bucket", g)
+	}
+	p.Endpoints = nil
+	if fs, g := PortFlows(local, p); len(fs) != 0 || g != nil {
+		t.Errorf("without endpoints: %v, %v; want nothing", strs(fs), g)
+	}
+}
