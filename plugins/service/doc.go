@@ -41,7 +41,6 @@
 //   - Incremental: one Service's change rewrites only its group and flows.
 //   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
 //     conntrack entries of that port towards it are flushed.
-//
 //   - The pods of other nodes are in-cluster clients too: dialling a Local
 //     address of this node they get every endpoint, SNATed to the gateway
 //     address (they arrive with their own addresses, and the answer must
