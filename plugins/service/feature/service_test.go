@@ -97,6 +97,31 @@ func TestEndpointsOf(t *testing.T) {
 	}
 }
 
+// TestSlim: the informers keep what the plugin reads (the Service's spec,
+// versions, the slice's Service label, endpoints and conditions) and drop
+// the rest.
+func TestSlim(t *testing.T) {
+	mf := []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u", ResourceVersion: "7", ManagedFields: mf,
+		Annotations: map[string]string{"a": "b"}, Labels: map[string]string{"app": "web"}}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1"}}
+	es := slice("web-1", "web", "http", 8080, map[string]discoveryv1.EndpointConditions{"10.244.1.5": ready})
+	es.ResourceVersion, es.ManagedFields, es.Labels["endpointslice.kubernetes.io/managed-by"] = "8", mf, "endpointslice-controller.k8s.io"
+	es.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
+	if _, err := slim(svc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slim(es); err != nil {
+		t.Fatal(err)
+	}
+	if svc.ManagedFields != nil || svc.Annotations != nil || svc.Labels != nil || svc.UID != "u" || svc.ResourceVersion != "7" || svc.Spec.ClusterIP != "10.96.0.1" {
+		t.Errorf("slim Service: %+v", svc.ObjectMeta)
+	}
+	if es.ManagedFields != nil || len(es.Labels) != 1 || sliceKey(es) != "default/web" || es.ResourceVersion != "8" || es.Endpoints[0].TargetRef != nil ||
+		len(endpointsOf(corev1.ServicePort{Name: "http", Port: 80}, []*discoveryv1.EndpointSlice{es}, nil)) != 1 {
+		t.Errorf("slim EndpointSlice: %+v", es)
+	}
+}
+
 // recordingHost records the batches a feature applies.
 type recordingHost struct {
 	sdk.Host
