@@ -31,7 +31,6 @@ type fakeController struct {
 
 	mu       sync.Mutex
 	requests []*apiv1.WatchRequest
-	tokens   []string
 }
 
 type script struct {

@@ -247,7 +247,7 @@ func TestReverseRoundTrip(t *testing.T) {
 			Match:   flow.Match{}.IPv4().IPv4DstPrefix(netip.MustParsePrefix("10.1.0.0/16")).Field(mark, 3).FieldMasked(wide, 0x10, 0xf0).CTState(flow.CTTracked|flow.CTEstablished, flow.CTTracked|flow.CTEstablished|flow.CTNew),
 			Actions: []flow.Action{flow.SetEthDst(mac), flow.DecTTL(), flow.LoadField(mark, 0xff), flow.MoveField(mark, wide)}, Goto: flow.GotoStage(flow.StageOutput)},
 		{Table: "out", Priority: 1, Actions: []flow.Action{flow.OutputField(flow.FieldTargetPort)}},
-		{Table: "route", Priority: 300, Match: flow.Match{}.TCP().TCPDst(23)},
+		{Table: "route", Priority: 300, Match: flow.Match{}.TCP4().TCPDst(23)},
 		{Table: "route", Priority: 200, Tag: 0xffffffff, Match: flow.Match{}.IPv4().IPv4Src(netip.MustParseAddr("10.0.0.1")), Actions: []flow.Action{flow.Conjunction(9, 1, 2)}},
 		{Table: "route", Priority: 200, Match: flow.Match{}.IPv4().ConjID(9), Goto: flow.GotoStage(flow.StageOutput)},
 		{Table: "route", Priority: 5, Match: flow.Match{}.ARP().ARPTpa(netip.MustParseAddr("10.0.0.1")).VlanVID(7),

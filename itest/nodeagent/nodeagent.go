@@ -332,7 +332,10 @@ func (a *Agent) Disable(t testenv.T, name string) {
 	if !found {
 		t.Fatalf("disabling %s on %s: no such plugin in %s", name, a.Node.Name, a.ConfigPath)
 	}
-	if err := os.WriteFile(a.ConfigPath, []byte(strings.Join(out, "")), 0o644); err == nil {
+	// (A failed write or signal must fail the test: the plugin would
+	// stay enabled and the test would go on against the wrong layout.)
+	err = os.WriteFile(a.ConfigPath, []byte(strings.Join(out, "")), 0o644)
+	if err == nil {
 		err = syscall.Kill(a.Process.Pid(), syscall.SIGHUP)
 	}
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	//lint:ignore SA1019 the fallback test kubectl uses (websocket, else SPDY) needs its upgrade-failure checks; k8s.io/streaming would be one more module for two functions
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"

@@ -3,7 +3,6 @@ package service
 import (
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,10 +79,6 @@ func backendIPs(ps []*cluster.Pod) []string {
 		out = append(out, p.Name+"="+p.IP().String())
 	}
 	return out
-}
-
-func isRefused(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "connection refused")
 }
 
 var _ = net.IPv4

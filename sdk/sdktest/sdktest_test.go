@@ -24,7 +24,7 @@ func (guard) Describe(_ context.Context, req sdk.DescribeRequest, r *sdk.Describ
 }
 
 func (guard) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
-	b := flow.NewBatch().AddFlows(flow.Flow{Table: "guard.in", Priority: 10, Match: flow.Match{}.TCP().TCPDst(23)})
+	b := flow.NewBatch().AddFlows(flow.Flow{Table: "guard.in", Priority: 10, Match: flow.Match{}.TCP4().TCPDst(23)})
 	if err := req.Host.Apply(ctx, b); err != nil {
 		return err
 	}

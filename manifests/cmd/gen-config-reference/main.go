@@ -61,6 +61,7 @@ type pkg struct {
 
 func load(dir string) (*pkg, error) {
 	fset := token.NewFileSet()
+	//lint:ignore SA1019 the config package has no build tags; x/tools/go/packages would be a dependency for nothing
 	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
 	if err != nil {
 		return nil, err

@@ -117,9 +117,9 @@ func (g *gamma) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRes
 			Actions: []flow.Action{flow.Output(ofports[0])}},
 		// The punted packet goes through conntrack first, so its
 		// packet-in carries ct state, zone and tuple as well as the mark.
-		flow.Flow{Table: tClass, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP().IPv4Dst(punt),
+		flow.Flow{Table: tClass, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP4().IPv4Dst(punt),
 			Actions: []flow.Action{flow.LoadField(mark, 0x5a), flow.Conntrack(flow.CT{Zone: zone, Resume: flow.GotoTable(tPunt)})}},
-		flow.Flow{Table: tPunt, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP().CTState(flow.CTTracked, flow.CTTracked),
+		flow.Flow{Table: tPunt, Priority: 200, Tag: tagPunt, Match: flow.Match{}.ICMP4().CTState(flow.CTTracked, flow.CTTracked),
 			Actions: []flow.Action{flow.Controller(0xffff, nil)}},
 		flow.Flow{Table: tClass, Priority: 50, Tag: tagIdle, IdleTimeout: 1, Match: flow.Match{}.IPv4().IPv4Dst(netip.MustParseAddr("10.9.9.9"))},
 	)
