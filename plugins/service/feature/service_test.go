@@ -122,6 +122,22 @@ func TestSlim(t *testing.T) {
 	}
 }
 
+// testService is a plugin on informer caches the test fills, with h as
+// its host and no kernel NodePort table.
+func testService(h sdk.Host) (*Service, cache.Indexer, cache.Indexer) {
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	return newTestService(h, svcs, sl), svcs, sl
+}
+
+func newTestService(h sdk.Host, svcs, sl cache.Indexer) *Service {
+	s := New()
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
+	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	return s
+}
+
 // recordingHost records the batches a feature applies.
 type recordingHost struct {
 	sdk.Host
@@ -138,13 +154,8 @@ func (h *recordingHost) Apply(_ context.Context, b *flow.Batch) error {
 // of its own.
 func TestSyncIsIncremental(t *testing.T) {
 	ctx := context.Background()
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
 	h := &recordingHost{}
-	s := New()
-	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
-	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
-	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	s, svcs, sl := testService(h)
 	for i, name := range []string{"web", "api"} {
 		svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0." + string(rune('1'+i)), Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
@@ -196,13 +207,8 @@ func TestSyncIsIncremental(t *testing.T) {
 // first install); a newer slice, or new node facts, are.
 func TestSyncSkipsAnUnchangedSource(t *testing.T) {
 	ctx := context.Background()
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
 	h := &recordingHost{}
-	s := New()
-	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
-	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
-	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	s, svcs, sl := testService(h)
 	svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1", ResourceVersion: "10"},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
 	versioned := func(rv string, eps map[string]discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
@@ -251,13 +257,8 @@ func (h *flushingHost) FlushConntrack(_ context.Context, f sdk.ConntrackFilter) 
 // exactly that port's entries towards it; a TCP port's do not.
 func TestDepartedUDPEndpointFlushed(t *testing.T) {
 	ctx := context.Background()
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
 	h := &flushingHost{}
-	s := New()
-	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
-	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
-	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	s, svcs, sl := testService(h)
 	svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "default"},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{
 			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP}}}})
@@ -287,8 +288,7 @@ func TestDepartedUDPEndpointFlushed(t *testing.T) {
 // batching 1,000 Services of 10 endpoints each (the host's side, the
 // switch's and the wire are not in it).
 func BenchmarkSyncAll(b *testing.B) {
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
+	_, svcs, sl := testService(nil)
 	eps := map[string]discoveryv1.EndpointConditions{}
 	for i := range 10 {
 		eps[fmt.Sprintf("10.244.%d.%d", 1+i%2, 10+i)] = ready
@@ -300,10 +300,7 @@ func BenchmarkSyncAll(b *testing.B) {
 		sl.Add(slice(name, name, "http", 8080, eps))
 	}
 	for b.Loop() {
-		s := New()
-		s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
-		s.host, s.svcs, s.slices = &recordingHost{}, listersv1.NewServiceLister(svcs), sl
-		s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+		s := newTestService(&recordingHost{}, svcs, sl)
 		s.podCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
 		if _, err := s.syncAll(context.Background()); err != nil {
 			b.Fatal(err)
@@ -317,13 +314,8 @@ func BenchmarkSyncAll(b *testing.B) {
 // Local address are not touched by node events.
 func TestLocalAddressRemotePods(t *testing.T) {
 	ctx := context.Background()
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	sl := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byService: sliceService})
 	h := &recordingHost{}
-	s := New()
-	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
-	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
-	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
+	s, svcs, sl := testService(h)
 	s.cfg.nodePort = flows.DefaultNodePortIP
 	s.podCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
 	for _, p := range []corev1.ServiceExternalTrafficPolicy{corev1.ServiceExternalTrafficPolicyLocal, corev1.ServiceExternalTrafficPolicyCluster} {
