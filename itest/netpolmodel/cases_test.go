@@ -395,16 +395,32 @@ func flowCountBound(t *testing.T, e *Env) {
 		}
 		return c
 	}
-	// The previous case's flows may still be on their way out: count
-	// from a settled switch.
-	before := count()
-	for stable, deadline := 0, time.Now().Add(10*time.Second); stable < 3 && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
-		if c := count(); c == before {
-			stable++
-		} else {
-			before, stable = c, 0
+	// settled is the count once it has held still for a second and ok
+	// accepts it. The previous case's flows may still be on their way
+	// out (a plugin restarted by it reconnects to the controller with a
+	// backoff, and its deletions came 6 s after a quiet spell in CI), so
+	// the policy's flows are what its deletion takes away, both counts
+	// taken from a settled switch: not the count before it was applied.
+	settled := func(what string, ok func(c int) error) int {
+		last, stable := -1, 0
+		err := waitFor(what, 30*time.Second, func() error {
+			c := count()
+			if c != last {
+				last, stable = c, 0
+				return fmt.Errorf("%d flows, still changing", c)
+			}
+			if err := ok(c); err != nil {
+				return err
+			}
+			if stable++; stable < 5 {
+				return fmt.Errorf("%d flows, holding still", c)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, e.agentLogs(20))
 		}
+		return last
 	}
 	np := Policy(ns, "big", Labels("app", "fc"))
 	var peers []networkingv1.NetworkPolicyPeer
@@ -416,19 +432,22 @@ func flowCountBound(t *testing.T, e *Env) {
 		ports = append(ports, Port(tcp, int32(9000+2*i)))
 	}
 	e.Apply(t, In(np, peers, ports...))
-	var got int
-	err := waitFor("netpol's flows for the big policy on "+node.Name, 30*time.Second, func() error {
-		got = count() - before
-		if got < n+m+k {
-			return fmt.Errorf("%d flows so far", got)
+	with := settled("netpol's flows for the big policy on "+node.Name, func(c int) error {
+		if c < n+m+k {
+			return fmt.Errorf("%d flows so far", c)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, e.agentLogs(20))
+	if err := e.CP.Client.NetworkingV1().NetworkPolicies(ns).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting NetworkPolicy %s/%s: %v", ns, np.Name, err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	got = count() - before
+	without := settled("the big policy's flows to go from "+node.Name, func(c int) error {
+		if c > with-(n+m+k) {
+			return fmt.Errorf("%d flows left of %d", c, with)
+		}
+		return nil
+	})
+	got := with - without
 	bound := 1.2 * float64(n+m+k)
 	t.Logf("N=%d M=%d K=%d: %d flows on the switch (N+M+K = %d, bound %.0f)", n, m, k, got, n+m+k, bound)
 	if float64(got) > bound {
