@@ -100,7 +100,10 @@ func (s *Server) handle(ctx context.Context, tf *crdv1.Traceflow) error {
 		req.Inject = true // every node confirms its part with a marked packet
 		return s.continueOn(ctx, tf, req)
 	case len(st.Nodes) > 0 && st.Nodes[0].Node == s.Node && st.StartTime != nil &&
-		s.Now().Sub(st.StartTime.Time) > time.Duration(timeout(tf))*time.Second:
+		// startTime comes back from the apiserver in whole seconds
+		// (truncated), so the trace began up to a second after it:
+		// counting from it alone failed traces before their timeout.
+		s.Now().Sub(st.StartTime.Time) > time.Duration(timeout(tf))*time.Second+time.Second:
 		waiting := "the next node"
 		if st.Next != nil {
 			waiting = "node " + st.Next.Node
