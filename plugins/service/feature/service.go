@@ -407,7 +407,8 @@ func (s *Service) syncAll(ctx context.Context) (int, error) {
 	var errs []error
 	for _, svc := range all {
 		key := svc.Namespace + "/" + svc.Name
-		want := s.desired(key, svc)
+		sl := s.slicesOf(key)
+		want := s.desired(key, svc, sl, s.sourceOf(svc, sl))
 		s.diff(b, s.installed[key], want)
 		pending[key] = want
 		if b.Len() >= maxOps {
@@ -497,10 +498,15 @@ func (s *Service) sync(ctx context.Context, key string) error {
 		svc = got
 	}
 	old := s.installed[key]
-	if svc != nil && old.source != "" && old.source == s.sourceOf(svc, s.slicesOf(key)) {
-		return nil
+	var sl []*discoveryv1.EndpointSlice
+	var src string
+	if svc != nil {
+		sl = s.slicesOf(key)
+		if src = s.sourceOf(svc, sl); src != "" && src == old.source {
+			return nil
+		}
 	}
-	want := s.desired(key, svc)
+	want := s.desired(key, svc, sl, src)
 	b := flow.NewBatch()
 	s.diff(b, old, want)
 	if b.Len() == 0 {
@@ -585,14 +591,14 @@ func endpointCount(ps []flows.Port) int {
 	return n
 }
 
-// desired is what the switch should hold for svc (nil: deleted).
-func (s *Service) desired(key string, svc *corev1.Service) installed {
+// desired is what the switch should hold for svc (nil: deleted), from its
+// slices sl; source is sourceOf(svc, sl), which the caller has compared.
+func (s *Service) desired(key string, svc *corev1.Service, sl []*discoveryv1.EndpointSlice, source string) installed {
 	in := installed{groups: map[uint32]flow.Group{}}
 	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return in
 	}
-	sl := s.slicesOf(key)
-	in.source = s.sourceOf(svc, sl)
+	in.source = source
 	ips := svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 		ips = []string{svc.Spec.ClusterIP}
