@@ -31,6 +31,14 @@ type Stopper interface {
 }
 
 // CNIHandler is implemented by the feature that wires pods (podnet).
+//
+// The host owns the attachment's bookkeeping, so the plugin does none of
+// it: the host refuses a second ADD of an attachment it holds, records the
+// attachment once CNIAdd returned (StartRequest.Attachments gives the
+// records back to the next incarnation), and after a failed CNIAdd it
+// calls CNIDel for the same attachment, as a CNI runtime would. CNIAdd
+// need not undo its partial work, and CNIDel must remove whatever part of
+// an attachment exists, succeeding when nothing does.
 type CNIHandler interface {
 	CNIAdd(ctx context.Context, req CNIAddRequest, resp *CNIAddResponse) error
 	CNIDel(ctx context.Context, req CNIDelRequest, resp *CNIDelResponse) error
@@ -111,6 +119,15 @@ type StartRequest struct {
 	// Cluster is how to reach the apiserver and the controller, with a
 	// token the host keeps fresh.
 	Cluster Cluster
+	// Attachments are the pod interfaces the host recorded from the CNI
+	// ADDs it served through this plugin (CNIHandler plugins only). The
+	// host's record is the only one: a CNI plugin need not keep its own.
+	// It re-installs the datapath of these attachments, and removes what
+	// it holds for any other (an ADD cut short by a crash: the host
+	// records an attachment only once the plugin's ADD returned). No CNI
+	// call reaches the plugin until Start returns, so the list does not
+	// change under it.
+	Attachments []PodInterface
 }
 
 // StartResponse is empty today.

@@ -70,7 +70,15 @@ func (s *featureServer) Start(ctx context.Context, req *pb.StartRequest) (*pb.St
 		Controller: fromPBEndpoint(req.GetCluster().GetController()),
 		Tokens:     &cachedTokens{fetch: h.token, now: time.Now},
 	}
-	err = s.f.Start(ctx, StartRequest{Host: h, Assignment: asg, Node: node, Config: req.GetConfig(), Cluster: cl}, &StartResponse{})
+	var atts []PodInterface
+	for _, a := range req.GetAttachments() {
+		pi, err := fromPBPodInterface(a)
+		if err != nil {
+			return nil, toStatus(fmt.Errorf("attachment %s/%s: %w", a.GetContainerId(), a.GetIfName(), err))
+		}
+		atts = append(atts, pi)
+	}
+	err = s.f.Start(ctx, StartRequest{Host: h, Assignment: asg, Node: node, Config: req.GetConfig(), Cluster: cl, Attachments: atts}, &StartResponse{})
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("start: %w", err))
 	}

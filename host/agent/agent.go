@@ -98,6 +98,10 @@ type Agent struct {
 		nodes map[string]sdk.NodeInfo     // by name
 	}
 
+	// attachments lists the CNI path's records for the CNI plugin's Start
+	// (SetAttachments); nil when the agent serves no CNI.
+	attachments func() []sdk.PodInterface
+
 	replays   int
 	replayMu  sync.Mutex
 	eventDone chan struct{}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"switchyard.dev/switchyard/host/cniserver"
 	"switchyard.dev/switchyard/host/ifstore"
@@ -25,6 +26,21 @@ func (a *Agent) CNIPlugin() (p cniserver.Plugin, ok bool) {
 		return nil, false
 	}
 	return ps[0].p, true
+}
+
+// SetAttachments gives the agent the CNI path's records (the interface
+// store's, cniserver.Node.Attachments): the plugin that handles CNI gets
+// them at every Start, as the one record of what it attached. Call it
+// before Start.
+func (a *Agent) SetAttachments(list func() []sdk.PodInterface) { a.attachments = list }
+
+// attachmentsFor returns what a plugin with caps gets as
+// StartArgs.Attachments: the records, for the CNI plugin only.
+func (a *Agent) attachmentsFor(caps []sdk.Capability) []sdk.PodInterface {
+	if a.attachments == nil || !slices.Contains(caps, sdk.CapCNI) {
+		return nil
+	}
+	return a.attachments()
 }
 
 // PortView lets the interface store check its records against OVS at start:

@@ -218,7 +218,7 @@ func (r *runner) incarnation(ctx context.Context, started func()) error {
 	svc := &service{a: r.a, r: r}
 	r.set(func(r *runner) { r.startedAt = time.Now() })
 	if err := p.Start(callCtx, sdkhost.StartArgs{Assignment: asg, Node: r.a.NodeFacts(), Config: r.spec.Config, Service: svc,
-		Cluster: r.a.clusterAccess()}); err != nil {
+		Cluster: r.a.clusterAccess(), Attachments: r.a.attachmentsFor(caps)}); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	r.a.admit(callCtx, r, p, caps)

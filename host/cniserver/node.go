@@ -57,7 +57,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	if o.Ports != nil {
-		rep, err := store.Reconcile(ctx, o.Ports, nil)
+		rep, err := store.Reconcile(ctx, o.Ports)
 		if err != nil {
 			return nil, fmt.Errorf("reconciling the interface store with OVS: %w", err)
 		}
@@ -100,6 +100,17 @@ func (n *Node) Stop(grace time.Duration) {
 // before the plugins that subscribe are running. Call it at most once.
 func (n *Node) Subscribe(fn func(context.Context, sdk.PodInterfaceEventRequest)) {
 	n.lateUnsub = n.Store.Subscribe(func(ctx context.Context, e ifstore.Event) { fn(ctx, PodInterfaceEvent(e)) })
+}
+
+// Attachments lists every recorded interface, for the CNI plugin's Start
+// (sdk.StartRequest.Attachments).
+func (n *Node) Attachments() []sdk.PodInterface {
+	recs := n.Store.List()
+	out := make([]sdk.PodInterface, len(recs))
+	for i, r := range recs {
+		out[i] = PodInterfaceEvent(ifstore.Event{Kind: ifstore.Added, Interface: r}).Interface
+	}
+	return out
 }
 
 // PodInterfaceEvent converts a store event to the SDK's event.

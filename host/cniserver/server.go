@@ -299,8 +299,9 @@ func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddRespon
 	return &cnipb.AddResponse{Result: result}, nil
 }
 
-// rollback undoes a failed ADD. The plugin is expected to have undone its
-// own partial work already; DEL is the second line, and it is idempotent.
+// rollback undoes a failed ADD with a DEL of the same attachment, the one
+// place an ADD is rolled back: the plugin does not undo its own partial
+// work (sdk.CNIHandler), and its DEL removes whatever part exists.
 func (s *Server) rollback(h Plugin, req *request) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.RollbackTimeout)
 	defer cancel()

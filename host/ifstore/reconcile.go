@@ -3,8 +3,6 @@ package ifstore
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"slices"
 )
 
 // PortView is the slice of OVS the reconciler needs: the current OpenFlow
@@ -13,31 +11,21 @@ type PortView interface {
 	OFPort(ctx context.Context, name string) (ofport uint32, found bool, err error)
 }
 
-// IPAMView lists the addresses an IPAM holds, by attachment. It is
-// optional: the IPAM may live in a plugin the host cannot see into.
-type IPAMView interface {
-	Allocations(ctx context.Context) (map[Key][]netip.Addr, error)
-}
-
 // Report says what Reconcile found and did.
 type Report struct {
 	// Stale records were dropped because their OVS port no longer exists.
 	Stale []Interface
 	// Renumbered records had their ofport updated.
 	Renumbered []Interface
-	// Leaked are IPAM allocations with no record; the IPAM owner should
-	// release them (CNI GC does).
-	Leaked []Key
-	// Mismatched records disagree with the IPAM about their addresses.
-	Mismatched []Key
 }
 
-// Reconcile compares the store with OVS (and, if ipam is not nil, with the
-// IPAM) after an agent start. Records whose port is gone are removed and
-// published as Deleted so plugins drop their flows; ofport changes (a port
-// re-created while the agent was down) are published as a Deleted and an
-// Added event. IPAM differences are only reported.
-func (s *Store) Reconcile(ctx context.Context, ports PortView, ipam IPAMView) (Report, error) {
+// Reconcile compares the store with OVS after an agent start. Records
+// whose port is gone are removed and published as Deleted so plugins drop
+// their flows; ofport changes (a port re-created while the agent was down)
+// are published as a Deleted and an Added event. The IPAM lives in the CNI
+// plugin, which reconciles it with these records when it starts
+// (sdk.StartRequest.Attachments): the host cannot see into it.
+func (s *Store) Reconcile(ctx context.Context, ports PortView) (Report, error) {
 	var rep Report
 	for _, i := range s.List() {
 		ofport, found, err := ports.OFPort(ctx, i.HostIfName)
@@ -64,44 +52,5 @@ func (s *Store) Reconcile(ctx context.Context, ports PortView, ipam IPAMView) (R
 			s.log.Info("pod interface renumbered", "pod", i.Pod(), "port", i.HostIfName, "old_ofport", old, "ofport", ofport)
 		}
 	}
-	if ipam == nil {
-		return rep, nil
-	}
-	allocs, err := ipam.Allocations(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("reading IPAM allocations: %w", err)
-	}
-	for k, ips := range allocs {
-		rec, ok := s.Get(k)
-		if !ok {
-			rep.Leaked = append(rep.Leaked, k)
-			continue
-		}
-		a, b := slices.Clone(ips), slices.Clone(rec.IPs)
-		slices.SortFunc(a, netip.Addr.Compare)
-		slices.SortFunc(b, netip.Addr.Compare)
-		if !slices.Equal(a, b) {
-			rep.Mismatched = append(rep.Mismatched, k)
-		}
-	}
-	for _, l := range [][]Key{rep.Leaked, rep.Mismatched} {
-		slices.SortFunc(l, func(a, b Key) int { return compareKey(a, b) })
-	}
 	return rep, nil
-}
-
-func compareKey(a, b Key) int {
-	if a.ContainerID != b.ContainerID {
-		if a.ContainerID < b.ContainerID {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.IfName < b.IfName:
-		return -1
-	case a.IfName > b.IfName:
-		return 1
-	}
-	return 0
 }

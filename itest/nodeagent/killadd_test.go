@@ -18,7 +18,8 @@ import (
 
 // An agent killed (SIGKILL) in the middle of a CNI ADD leaves nothing that
 // survives its next start and a CNI GC that no longer lists the pod: no
-// veth, no OVS port, no address, no flow. The kill lands at several points
+// veth, no OVS port, no address, no flow. An ADD the host never recorded
+// is gone after the start alone. The kill lands at several points
 // of the ADD (before podnet ran, while it wires the pod, after it answered).
 func TestAgentKilledMidADDLeavesNothing(t *testing.T) {
 	bins := build.Commands(t, "host/cmd/switchyard-agent", "cni/cmd/switchyard-cni", "plugins/podnet")
@@ -33,6 +34,7 @@ func TestAgentKilledMidADDLeavesNothing(t *testing.T) {
 	keep := c.AddPod(t, cluster.PodSpec{Name: "keep", Namespace: "demo", Node: n})
 	baseline := snapshot(t, n)
 
+	unrecorded := 0
 	for i, delay := range []time.Duration{0, 10 * time.Millisecond, 25 * time.Millisecond, 60 * time.Millisecond, 150 * time.Millisecond} {
 		name := fmt.Sprintf("cut-%d", i)
 		done := make(chan error, 1)
@@ -44,12 +46,34 @@ func TestAgentKilledMidADDLeavesNothing(t *testing.T) {
 		agent.Process.Kill()
 		addErr := <-done
 		agent.Run(t)
+		// Unless the host recorded the attachment before the kill (then
+		// it stays until the runtime's GC), the start alone removes what
+		// the ADD left: podnet reconciles IPAM with the host's records.
+		records, err := os.ReadFile(filepath.Join(agent.Dir, "run", "interfaces.json"))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(records), fmt.Sprintf("%s-demo-%s", testenv.RunID(), name)) {
+			unrecorded++
+			err := testenv.Eventually("the node to hold what it held before the cut ADD, without a GC", 10*time.Second, 100*time.Millisecond, func() error {
+				if got := snapshot(t, n); got != baseline {
+					return fmt.Errorf("the node holds\n%s\nwant\n%s", got, baseline)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("kill %v into the ADD of %s (ADD: %v), unrecorded by the host: after the restart %v\nagent log:\n%s", delay, name, addErr, err, agent.Process.Tail(30))
+			}
+		}
 		if err := n.GC([]*cluster.Pod{keep}); err != nil {
 			t.Fatalf("kill %v into the ADD of %s (ADD: %v): CNI GC: %v\nagent log:\n%s", delay, name, addErr, err, agent.Process.Tail(30))
 		}
 		if got := snapshot(t, n); got != baseline {
 			t.Errorf("kill %v into the ADD of %s (ADD: %v): after restart and GC the node holds\n%s\nwant what it held before the ADD:\n%s", delay, name, addErr, got, baseline)
 		}
+	}
+	if unrecorded == 0 {
+		t.Error("no kill landed before the host recorded the ADD, so the restart's own clean-up went untested")
 	}
 	// The pod that stayed still works, with its address kept.
 	if err := c.CheckPod(keep); err != nil {

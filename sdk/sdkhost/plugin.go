@@ -160,6 +160,9 @@ type StartArgs struct {
 	// Cluster says where the apiserver and controller are; the token comes
 	// from Service.Token.
 	Cluster sdk.Cluster
+	// Attachments are the host's records of the pods attached through the
+	// plugin (sdk.StartRequest.Attachments); for CNI plugins only.
+	Attachments []sdk.PodInterface
 }
 
 // Start serves a.Service to the plugin and calls its Start.
@@ -180,8 +183,12 @@ func (p *Plugin) Start(ctx context.Context, a StartArgs) error {
 	case <-ctx.Done():
 		return fmt.Errorf("plugin %q: waiting for the host service to be served: %w", p.name, ctx.Err())
 	}
+	atts := make([]*pb.PodInterface, len(a.Attachments))
+	for i, pi := range a.Attachments {
+		atts[i] = toPBPodInterface(pi)
+	}
 	_, err := p.wc.Feature.Start(ctx, &pb.StartRequest{
-		Assignment: toPBAssignment(a.Assignment), Node: toPBNodeFacts(a.Node), Config: a.Config, HostBrokerId: id,
+		Assignment: toPBAssignment(a.Assignment), Node: toPBNodeFacts(a.Node), Config: a.Config, HostBrokerId: id, Attachments: atts,
 		Cluster: &pb.ClusterAccess{
 			Apiserver:  &pb.Endpoint{Url: a.Cluster.APIServer.URL, CaPem: a.Cluster.APIServer.CAPEM},
 			Controller: &pb.Endpoint{Url: a.Cluster.Controller.URL, CaPem: a.Cluster.Controller.CAPEM},

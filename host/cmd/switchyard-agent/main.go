@@ -113,6 +113,7 @@ func run() error {
 		return fmt.Errorf("starting the CNI server: %w", err)
 	}
 	defer cni.Stop(5 * time.Second)
+	a.SetAttachments(cni.Attachments)
 	log.Info("serving CNI", "socket", cni.Socket)
 
 	switch {

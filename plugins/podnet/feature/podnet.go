@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,7 +36,7 @@ const Version = "0.1.0"
 
 // Config is podnet's section of the agent config.
 type Config struct {
-	// StateDir holds the IPAM store and podnet's pod records.
+	// StateDir holds the IPAM store.
 	StateDir string `json:"stateDir,omitempty"`
 	// Gateway is the name of the gateway internal port.
 	Gateway string `json:"gateway,omitempty"`
@@ -68,7 +70,6 @@ type Podnet struct {
 	// noTxCsum: the bridge uses the userspace datapath (see veth.Config).
 	noTxCsum bool
 	ipam     *ipam.Allocator
-	st       *state
 	gw       flows.Endpoint
 }
 
@@ -121,11 +122,7 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	if err != nil {
 		return err
 	}
-	st, err := openState(filepath.Join(cfg.StateDir, "pods.json"))
-	if err != nil {
-		al.Close()
-		return err
-	}
+	dropOldRecords(cfg.StateDir, log)
 	mtu := cfg.MTU
 	if mtu == 0 {
 		mtu = nodePodMTU(req.Node)
@@ -148,7 +145,7 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 		return err
 	}
 	p.mu.Lock()
-	p.host, p.log, p.cfg, p.mtu, p.ipam, p.st = req.Host, log, cfg, mtu, al, st
+	p.host, p.log, p.cfg, p.mtu, p.ipam = req.Host, log, cfg, mtu, al
 	// The userspace datapath forwards packets as it reads them: a checksum
 	// left to "whoever transmits" arrives unfilled, unless ovs-vswitchd
 	// takes such packets with their offload state (userspace TSO).
@@ -156,52 +153,142 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	p.gw = flows.Endpoint{OFPort: gwPort.OFPort, MAC: gwMAC, IPs: al.Gateways()}
 	p.mu.Unlock()
 
-	if err := p.resync(ctx); err != nil {
-		return err
-	}
-	log.Info("podnet started", "pod_cidrs", al.CIDRs(), "gateway", cfg.Gateway, "gateway_ofport", gwPort.OFPort,
-		"gateway_mac", gwMAC, "pods", len(st.list()))
-	return req.Host.Synced(ctx)
-}
-
-// resync installs the static, gateway and all recorded pods' flows in one
-// batch, and removes the attachments of addresses no recorded pod holds
-// (an ADD cut short by a crash): their veth and port go with the
-// addresses, found by the names derived from the container.
-func (p *Podnet) resync(ctx context.Context) error {
-	b := flow.NewBatch().AddFlows(flows.StaticFlows()...).AddFlows(flows.GatewayFlows(p.gw)...)
-	for _, r := range p.st.list() {
-		port, err := p.host.Port(ctx, r.HostIfName)
-		if err != nil {
-			p.log.Warn("pod's OVS port is gone; its flows are not re-installed until it is deleted and added again",
-				"pod", r.PodNamespace+"/"+r.PodName, "container", r.ContainerID, "port", r.HostIfName, "error", err)
-			continue
-		}
-		if port.OFPort != r.OFPort {
-			p.log.Info("pod port renumbered while podnet was down", "pod", r.PodNamespace+"/"+r.PodName, "old", r.OFPort, "new", port.OFPort)
-			r.OFPort = port.OFPort
-			if err := p.st.put(r); err != nil {
-				return err
-			}
-		}
-		b.AddFlows(flows.PodFlows(p.gw, endpoint(r))...)
-	}
-	if err := p.host.Apply(ctx, b); err != nil {
-		return fmt.Errorf("installing podnet flows: %w", err)
-	}
-	allocs, err := p.ipam.Allocations()
+	pods, err := p.resync(ctx, req.Attachments)
 	if err != nil {
 		return err
 	}
-	for k := range allocs {
-		if _, ok := p.st.get(k.ContainerID + "/" + k.IfName); !ok {
-			p.log.Warn("removing an attachment podnet has no record of (an ADD cut short)", "container", k.ContainerID, "ifname", k.IfName, "ips", allocs[k])
-			if err := p.detach(ctx, sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
-				return err
-			}
+	log.Info("podnet started", "pod_cidrs", al.CIDRs(), "gateway", cfg.Gateway, "gateway_ofport", gwPort.OFPort,
+		"gateway_mac", gwMAC, "pods", pods)
+	return req.Host.Synced(ctx)
+}
+
+// resync installs the static and gateway flows and those of every pod the
+// host recorded, in one batch, and reconciles IPAM with the host's record:
+// an allocation the host has no record of is an ADD cut short (the host
+// records an attachment only after podnet's ADD returned), so its
+// addresses, veth, port and flows go. It returns how many pods it wired.
+func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (int, error) {
+	allocs, err := p.ipam.Allocations()
+	if err != nil {
+		return 0, err
+	}
+	byKey := make(map[ipam.Key]sdk.PodInterface, len(recorded))
+	for _, r := range recorded {
+		byKey[ipam.Key{ContainerID: r.ContainerID, IfName: r.IfName}] = r
+	}
+	b := flow.NewBatch().AddFlows(flows.StaticFlows()...).AddFlows(flows.GatewayFlows(p.gw)...)
+	var leaked []ipam.Key
+	wired := 0
+	for _, k := range sortedKeys(allocs) {
+		rec, ok := byKey[k]
+		if !ok {
+			leaked = append(leaked, k)
+			continue
+		}
+		delete(byKey, k)
+		pod := rec.PodNamespace + "/" + rec.PodName
+		if !sameAddrs(allocs[k], rec.IPs) {
+			p.log.Warn("the host's record and IPAM disagree on a pod's addresses; its flows follow IPAM, which holds them",
+				"pod", pod, "container", k.ContainerID, "recorded", rec.IPs, "ipam", allocs[k])
+		}
+		at, err := p.derive(ctx, k, allocs[k])
+		if err != nil {
+			p.log.Warn("pod's OVS port is gone; its flows are not re-installed until it is deleted and added again",
+				"pod", pod, "container", k.ContainerID, "port", at.hostIf, "error", err)
+			continue
+		}
+		if at.ofport != rec.OFPort {
+			p.log.Info("pod port renumbered while podnet was down", "pod", pod, "old", rec.OFPort, "new", at.ofport)
+		}
+		b.AddFlows(flows.PodFlows(p.gw, at.endpoint())...)
+		wired++
+	}
+	for k, rec := range byKey {
+		p.log.Warn("the host records a pod podnet holds no addresses for; DEL and ADD its sandbox to repair it",
+			"pod", rec.PodNamespace+"/"+rec.PodName, "container", k.ContainerID, "ifname", k.IfName, "ips", rec.IPs)
+	}
+	if err := p.host.Apply(ctx, b); err != nil {
+		return 0, fmt.Errorf("installing podnet flows: %w", err)
+	}
+	for _, k := range leaked {
+		p.log.Warn("removing an attachment the host has no record of (an ADD cut short)", "container", k.ContainerID, "ifname", k.IfName, "ips", allocs[k])
+		if err := p.detach(ctx, sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+	return wired, nil
+}
+
+// attachment is one pod interface as podnet finds it: its addresses
+// (IPAM, by attachment), the names and MAC derived from them, and its OVS
+// port. Podnet keeps no record of its own; the host's is the one record.
+type attachment struct {
+	key    ipam.Key
+	hostIf string
+	ips    []netip.Addr
+	mac    net.HardwareAddr
+	// ofport is 0 when OVS has no port of that name.
+	ofport uint32
+}
+
+// derive finds attachment k, which holds ips; the error says why its OVS
+// port could not be found (the attachment is returned all the same).
+func (p *Podnet) derive(ctx context.Context, k ipam.Key, ips []netip.Addr) (attachment, error) {
+	at := attachment{key: k, hostIf: HostIfName(k.ContainerID, k.IfName), ips: ips, mac: stableMAC(ips)}
+	port, err := p.host.Port(ctx, at.hostIf)
+	if err != nil {
+		return at, err
+	}
+	at.ofport = port.OFPort
+	return at, nil
+}
+
+func (a attachment) endpoint() flows.Endpoint {
+	return flows.Endpoint{OFPort: a.ofport, MAC: a.mac, IPs: a.ips}
+}
+
+// attached lists every attachment IPAM holds addresses for, with its port.
+func (p *Podnet) attached(ctx context.Context) ([]attachment, error) {
+	allocs, err := p.ipam.Allocations()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]attachment, 0, len(allocs))
+	for _, k := range sortedKeys(allocs) {
+		at, err := p.derive(ctx, k, allocs[k])
+		if err != nil && !errors.Is(err, sdk.ErrNotFound) {
+			return nil, fmt.Errorf("looking up OVS port %s: %w", at.hostIf, err)
+		}
+		out = append(out, at)
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[ipam.Key]V) []ipam.Key {
+	return slices.SortedFunc(maps.Keys(m), func(a, b ipam.Key) int {
+		if c := strings.Compare(a.ContainerID, b.ContainerID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.IfName, b.IfName)
+	})
+}
+
+func sameAddrs(a, b []netip.Addr) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, netip.Addr.Compare)
+	slices.SortFunc(b, netip.Addr.Compare)
+	return slices.Equal(a, b)
+}
+
+// dropOldRecords removes the pod records earlier versions kept beside
+// IPAM (pods.json): the host's record replaced them.
+func dropOldRecords(stateDir string, log *slog.Logger) {
+	path := filepath.Join(stateDir, "pods.json")
+	if err := os.Remove(path); err == nil {
+		log.Info("removed the pod records of an earlier podnet; the host's record replaces them", "path", path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("could not remove the pod records of an earlier podnet", "path", path, "error", err)
+	}
 }
 
 // Stop closes the IPAM store. Interfaces and flows stay: pods keep working
@@ -213,11 +300,6 @@ func (p *Podnet) Stop(ctx context.Context, _ sdk.StopRequest, _ *sdk.StopRespons
 		return p.ipam.Close()
 	}
 	return nil
-}
-
-func endpoint(r podRecord) flows.Endpoint {
-	mac, _ := net.ParseMAC(r.MAC)
-	return flows.Endpoint{OFPort: r.OFPort, MAC: mac, IPs: r.IPs}
 }
 
 // HostIfName is the host end's name for an attachment: derived, so DEL can
@@ -338,6 +420,10 @@ func maskAll(ps []netip.Prefix) []netip.Prefix {
 func (p *Podnet) renumber(ctx context.Context, cidrs []netip.Prefix) error {
 	old := p.ipam
 	oldCIDRs, oldGW := old.CIDRs(), p.gw
+	pods, err := p.attached(ctx)
+	if err != nil {
+		return fmt.Errorf("listing pods to rewrite for pod CIDRs %v: %w", cidrs, err)
+	}
 	// The store is one directory; the old allocator must let go of it
 	// before the new one opens it.
 	if err := old.Close(); err != nil {
@@ -359,8 +445,10 @@ func (p *Podnet) renumber(ctx context.Context, cidrs []netip.Prefix) error {
 		return err
 	}
 	b := flow.NewBatch().DeleteFlows(flows.GatewayFlows(oldGW)...).AddFlows(flows.GatewayFlows(newGW)...)
-	for _, r := range p.st.list() {
-		b.DeleteFlows(flows.PodFlows(oldGW, endpoint(r))...).AddFlows(flows.PodFlows(newGW, endpoint(r))...)
+	for _, at := range pods {
+		if at.ofport != 0 {
+			b.DeleteFlows(flows.PodFlows(oldGW, at.endpoint())...).AddFlows(flows.PodFlows(newGW, at.endpoint())...)
+		}
 	}
 	if err := p.host.Apply(ctx, b); err != nil {
 		al.Close()
@@ -368,7 +456,7 @@ func (p *Podnet) renumber(ctx context.Context, cidrs []netip.Prefix) error {
 	}
 	p.ipam, p.gw = al, newGW
 	p.log.Info("pod CIDRs changed; gateway renumbered", "pod_cidrs", cidrs, "old_pod_cidrs", oldCIDRs,
-		"gateway_ips", newGW.IPs, "old_gateway_ips", oldGW.IPs, "pods_kept", len(p.st.list()))
+		"gateway_ips", newGW.IPs, "old_gateway_ips", oldGW.IPs, "pods_kept", len(pods))
 	return nil
 }
 
@@ -408,25 +496,28 @@ func (p *Podnet) podMTU(conf []byte) int {
 	return p.mtu
 }
 
-// CNIAdd wires a pod: addresses, veth, OVS port, flows, record. Each step
-// is undone if a later one fails.
+// CNIAdd wires a pod: addresses, veth, OVS port, flows. The host checks
+// that the attachment is not already there, records it once this returns,
+// and on any error calls CNIDel (detach) to remove what was done: one
+// duplicate check, one record and one rollback, all in the host.
 func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) (err error) {
 	p.ops.RLock()
 	defer p.ops.RUnlock()
 	a := req.Args
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
-	if r, ok := p.st.get(a.ContainerID + "/" + a.IfName); ok {
-		return &sdk.CNIError{Code: cnicode.AlreadyAttached, Msg: fmt.Sprintf("container %s already has %s attached (IPs %v)", a.ContainerID, a.IfName, r.IPs), Details: "CNI forbids a second ADD without a DEL in between"}
-	}
 	hostIf := HostIfName(a.ContainerID, a.IfName)
-	var undo []func()
+	if held := p.ipam.Get(key); len(held) > 0 {
+		// The host has no record of it (its duplicate check passed), so
+		// this is an earlier ADD cut short by a crash: start clean.
+		log.Warn("removing what an earlier ADD of this attachment left (cut short)", "ips", held)
+		if err := p.detach(ctx, a); err != nil {
+			return fmt.Errorf("removing what an earlier ADD of %s/%s left: %w", a.ContainerID, a.IfName, err)
+		}
+	}
 	defer func() {
 		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-			log.Error("pod ADD failed and was rolled back", "error", err)
+			log.Error("pod ADD failed; the host rolls it back with a DEL", "error", err)
 		}
 	}()
 
@@ -441,11 +532,6 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	if err != nil {
 		return err
 	}
-	undo = append(undo, func() {
-		if e := p.ipam.Release(key); e != nil {
-			log.Error("rollback: releasing addresses", "error", e)
-		}
-	})
 	var ips []netip.Addr
 	for _, l := range leases {
 		ips = append(ips, l.Address.Addr())
@@ -459,19 +545,6 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface: %v", err), Details: "check that the pod's network namespace is usable and no stale interface holds the name"}
 	}
 	phase("veth")
-	undo = append(undo, func() {
-		if e := veth.Teardown(a.Netns, a.IfName, hostIf); e != nil {
-			log.Error("rollback: removing veth", "error", e)
-		}
-	})
-	undo = append(undo, func() {
-		// CreatePort may have written the port row before failing.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if e := p.host.DeletePort(ctx, hostIf); e != nil {
-			log.Error("rollback: deleting OVS port", "port", hostIf, "error", e)
-		}
-	})
 	port, err := p.host.CreatePort(ctx, sdk.PortRequest{Name: hostIf, ExternalIDs: map[string]string{
 		"switchyard.dev/pod": a.PodNamespace + "/" + a.PodName, "switchyard.dev/container": a.ContainerID}})
 	if err != nil {
@@ -484,19 +557,6 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "see the agent log for the refused flow"}
 	}
 	phase("flows")
-	undo = append(undo, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if e := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", port.OFPort, ^uint32(0))); e != nil {
-			log.Error("rollback: deleting flows", "error", e)
-		}
-	})
-	rec := podRecord{ContainerID: a.ContainerID, IfName: a.IfName, HostIfName: hostIf, Netns: a.Netns,
-		PodNamespace: a.PodNamespace, PodName: a.PodName, OFPort: port.OFPort, MAC: mac.String(), IPs: ips, MTU: mtu}
-	if err := p.st.put(rec); err != nil {
-		return err
-	}
-	phase("record")
 	for _, ip := range ips {
 		if ip.Is4() {
 			if e := veth.GratuitousARP(a.Netns, a.IfName, mac, ip); e != nil {
@@ -521,16 +581,16 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	return nil
 }
 
-// CNIDel unwires a pod. It works from podnet's record when there is one
-// and from derived names otherwise, and succeeds when nothing is left.
+// CNIDel unwires a pod, or undoes what a failed ADD did (the host's
+// rollback); it succeeds when nothing is left.
 func (p *Podnet) CNIDel(ctx context.Context, req sdk.CNIDelRequest, _ *sdk.CNIDelResponse) error {
 	p.ops.RLock()
 	defer p.ops.RUnlock()
 	return p.detach(ctx, req.Args)
 }
 
-// CNIGC removes every attachment podnet holds (a record, or addresses
-// without one) that the runtime no longer lists. The host has already
+// CNIGC removes every attachment podnet holds addresses for that the
+// runtime no longer lists. The host has already
 // detached the ones it recorded; what is left here is what it never
 // recorded: an ADD cut short by an agent crash, whose veth, port,
 // addresses and flows would otherwise stay forever.
@@ -542,26 +602,19 @@ func (p *Podnet) CNIGC(ctx context.Context, req sdk.CNIGCRequest, resp *sdk.CNIG
 	for _, a := range req.Valid {
 		valid[ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}] = true
 	}
-	stale := map[ipam.Key]sdk.CNIArgs{}
-	for _, r := range p.st.list() {
-		k := ipam.Key{ContainerID: r.ContainerID, IfName: r.IfName}
-		if !valid[k] {
-			stale[k] = sdk.CNIArgs{ContainerID: r.ContainerID, IfName: r.IfName, Netns: r.Netns, PodNamespace: r.PodNamespace, PodName: r.PodName}
-		}
-	}
 	allocs, err := p.ipam.Allocations()
 	if err != nil {
 		return err
 	}
-	for k := range allocs {
-		if _, have := stale[k]; !have && !valid[k] {
-			stale[k] = sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}
-		}
-	}
 	var errs []error
-	for _, k := range slices.SortedFunc(maps.Keys(stale), func(a, b ipam.Key) int { return strings.Compare(a.ContainerID+a.IfName, b.ContainerID+b.IfName) }) {
-		p.log.Warn("CNI GC: removing an attachment the runtime no longer lists", "container", k.ContainerID, "ifname", k.IfName)
-		if err := p.detach(ctx, stale[k]); err != nil {
+	for _, k := range sortedKeys(allocs) {
+		if valid[k] {
+			continue
+		}
+		p.log.Warn("CNI GC: removing an attachment the runtime no longer lists", "container", k.ContainerID, "ifname", k.IfName, "ips", allocs[k])
+		// Without the netns (the sandbox is gone), the veth goes with the
+		// host end.
+		if err := p.detach(ctx, sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -570,38 +623,28 @@ func (p *Podnet) CNIGC(ctx context.Context, req sdk.CNIGCRequest, resp *sdk.CNIG
 	return errors.Join(errs...)
 }
 
-// detach removes everything of one attachment: its flows, OVS port, veth,
-// addresses and record. It works from podnet's record when there is one
-// and from derived names otherwise, and succeeds when nothing is left.
+// detach removes everything of one attachment: its flows, OVS port, veth
+// and addresses, found by the names derived from the attachment. It
+// succeeds when nothing is left, so it is the rollback of a failed ADD too.
 func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
-	rec, known := p.st.get(a.ContainerID + "/" + a.IfName)
-	if !known {
-		rec = podRecord{ContainerID: a.ContainerID, IfName: a.IfName, HostIfName: HostIfName(a.ContainerID, a.IfName), Netns: a.Netns}
-		rec.IPs = p.ipam.Get(key)
-		rec.MAC = stableMAC(rec.IPs).String()
-	}
-	netns := a.Netns
-	if netns == "" {
-		netns = rec.Netns
-	}
+	at, perr := p.derive(ctx, key, p.ipam.Get(key))
 	var errs []error
-	port, perr := p.host.Port(ctx, rec.HostIfName)
-	if perr == nil && rec.OFPort == 0 {
-		rec.OFPort = port.OFPort
+	if perr != nil && !errors.Is(perr, sdk.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("looking up OVS port %s: %w", at.hostIf, perr))
 	}
-	if rec.OFPort != 0 {
+	if at.ofport != 0 {
 		// Every flow of the pod carries its ofport as the tag: delete them
 		// by tag, whatever they were computed from when the pod was added.
-		if err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", rec.OFPort, ^uint32(0))); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+		if err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", at.ofport, ^uint32(0))); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("deleting flows: %w", err))
 		}
 	}
-	if err := p.host.DeletePort(ctx, rec.HostIfName); err != nil && !errors.Is(err, sdk.ErrNotFound) {
-		errs = append(errs, fmt.Errorf("deleting OVS port %s: %w", rec.HostIfName, err))
+	if err := p.host.DeletePort(ctx, at.hostIf); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("deleting OVS port %s: %w", at.hostIf, err))
 	}
-	if err := veth.Teardown(netns, a.IfName, rec.HostIfName); err != nil {
+	if err := veth.Teardown(a.Netns, a.IfName, at.hostIf); err != nil {
 		errs = append(errs, err)
 	}
 	if err := p.ipam.Release(key); err != nil {
@@ -611,12 +654,7 @@ func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 		log.Error("pod DEL incomplete; the runtime will retry", "error", err)
 		return err
 	}
-	if known {
-		if err := p.st.remove(rec.key()); err != nil {
-			return err
-		}
-	}
-	log.Info("pod detached", "port", rec.HostIfName, "ips", rec.IPs, "was_known", known)
+	log.Info("pod detached", "port", at.hostIf, "ips", at.ips, "ofport", at.ofport)
 	return nil
 }
 
@@ -626,37 +664,32 @@ func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.C
 	p.ops.RLock()
 	defer p.ops.RUnlock()
 	a := req.Args
-	rec, ok := p.st.get(a.ContainerID + "/" + a.IfName)
-	if !ok {
-		return &sdk.CNIError{Code: cnicode.CheckFailed, Msg: fmt.Sprintf("podnet has no record of %s in container %s", a.IfName, a.ContainerID), Details: "DEL and ADD the sandbox again"}
+	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
+	held := p.ipam.Get(key)
+	if len(held) == 0 {
+		return &sdk.CNIError{Code: cnicode.CheckFailed, Msg: fmt.Sprintf("podnet holds no addresses for %s in container %s", a.IfName, a.ContainerID), Details: "DEL and ADD the sandbox again"}
 	}
-	mac, _ := net.ParseMAC(rec.MAC)
-	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: rec.HostIfName, MTU: rec.MTU,
-		MAC: mac, Addrs: rec.IPs, Gateways: p.gw.IPs})
-	port, err := p.host.Port(ctx, rec.HostIfName)
-	switch {
-	case err != nil:
-		problems = append(problems, fmt.Sprintf("OVS port %s is missing (%v)", rec.HostIfName, err))
-	case port.OFPort != rec.OFPort:
-		problems = append(problems, fmt.Sprintf("OVS port %s has ofport %d, its flows use %d", rec.HostIfName, port.OFPort, rec.OFPort))
+	at, err := p.derive(ctx, key, held)
+	// Only a network config's MTU binds a running pod: one taken from the
+	// node applies to pods created after it changed.
+	var mtu int
+	if c, err := netconf.Parse(a.NetConf); err == nil {
+		mtu = c.MTU
 	}
-	held := p.ipam.Get(ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName})
-	for _, ip := range rec.IPs {
-		found := false
-		for _, h := range held {
-			found = found || h == ip
-		}
-		if !found {
-			problems = append(problems, fmt.Sprintf("IPAM no longer holds %s for this pod", ip))
-		}
+	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: at.hostIf, MTU: mtu,
+		MAC: at.mac, Addrs: held, Gateways: p.gw.IPs})
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("OVS port %s is missing (%v)", at.hostIf, err))
 	}
-	want := flows.PodFlows(p.gw, endpoint(rec))
+	want := flows.PodFlows(p.gw, at.endpoint())
 	for _, f := range want {
 		if err := f.Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("flow %s is invalid: %v", f.String(), err))
 		}
 	}
-	problems = append(problems, p.checkFlowsOnSwitch(ctx, rec.OFPort, want)...)
+	if at.ofport != 0 {
+		problems = append(problems, p.checkFlowsOnSwitch(ctx, at.ofport, want)...)
+	}
 	if len(problems) > 0 {
 		return &sdk.CNIError{Code: cnicode.CheckFailed, Msg: fmt.Sprintf("pod %s/%s is not wired correctly: %s", a.PodNamespace, a.PodName, strings.Join(problems, "; ")), Details: "DEL and ADD the sandbox again to repair it"}
 	}

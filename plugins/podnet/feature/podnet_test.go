@@ -46,31 +46,3 @@ func TestStableMAC(t *testing.T) {
 		})
 	}
 }
-
-func TestStateSurvivesReopen(t *testing.T) {
-	path := t.TempDir() + "/pods.json"
-	s, err := openState(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := podRecord{ContainerID: "c1", IfName: "eth0", HostIfName: "syx", OFPort: 4, MAC: "0a:58:0a:f4:01:05",
-		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5")}}
-	if err := s.put(r); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := openState(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := s2.get("c1/eth0")
-	if !ok || got.OFPort != 4 || got.IPs[0] != r.IPs[0] {
-		t.Errorf("after reopen: %+v, %v", got, ok)
-	}
-	if err := s2.remove("c1/eth0"); err != nil {
-		t.Fatal(err)
-	}
-	s3, _ := openState(path)
-	if n := len(s3.list()); n != 0 {
-		t.Errorf("%d records after remove", n)
-	}
-}

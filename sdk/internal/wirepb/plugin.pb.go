@@ -592,8 +592,11 @@ type StartRequest struct {
 	Node       *Facts                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
 	Config     []byte                 `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
 	// host_broker_id is the go-plugin broker stream on which Host is served.
-	HostBrokerId  uint32         `protobuf:"varint,4,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
-	Cluster       *ClusterAccess `protobuf:"bytes,30,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	HostBrokerId uint32         `protobuf:"varint,4,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	Cluster      *ClusterAccess `protobuf:"bytes,30,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// The pod interfaces the host recorded from this plugin's CNI ADDs
+	// (plugins with the CNI capability only).
+	Attachments   []*PodInterface `protobuf:"bytes,31,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -659,6 +662,13 @@ func (x *StartRequest) GetHostBrokerId() uint32 {
 func (x *StartRequest) GetCluster() *ClusterAccess {
 	if x != nil {
 		return x.Cluster
+	}
+	return nil
+}
+
+func (x *StartRequest) GetAttachments() []*PodInterface {
+	if x != nil {
+		return x.Attachments
 	}
 	return nil
 }
@@ -4798,7 +4808,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1a.switchyard.plugin.v1.BitsR\x05value:\x028\x01\x1aV\n" +
 	"\vGrantsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.GrantR\x05value:\x028\x01\"\xfe\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.GrantR\x05value:\x028\x01\"\xc4\x02\n" +
 	"\fStartRequest\x12@\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2 .switchyard.plugin.v1.AssignmentR\n" +
@@ -4806,7 +4816,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\v2\x1b.switchyard.plugin.v1.FactsR\x04node\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x12$\n" +
 	"\x0ehost_broker_id\x18\x04 \x01(\rR\fhostBrokerId\x12=\n" +
-	"\acluster\x18\x1e \x01(\v2#.switchyard.plugin.v1.ClusterAccessR\acluster\"\x0f\n" +
+	"\acluster\x18\x1e \x01(\v2#.switchyard.plugin.v1.ClusterAccessR\acluster\x12D\n" +
+	"\vattachments\x18\x1f \x03(\v2\".switchyard.plugin.v1.PodInterfaceR\vattachments\"\x0f\n" +
 	"\rStartResponse\"%\n" +
 	"\vStopRequest\x12\x16\n" +
 	"\x06unload\x18\x01 \x01(\bR\x06unload\"\x0e\n" +
@@ -5288,115 +5299,116 @@ var file_plugin_proto_depIdxs = []int32{
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	27, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
 	61, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
-	13, // 9: switchyard.plugin.v1.CNIGCRequest.valid:type_name -> switchyard.plugin.v1.CNIAttachment
-	16, // 10: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
-	17, // 11: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
-	18, // 12: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
-	18, // 13: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
-	22, // 14: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
-	23, // 15: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
-	3,  // 16: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
-	37, // 17: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
-	25, // 18: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
-	3,  // 19: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
-	29, // 20: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
-	32, // 21: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
-	3,  // 22: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
-	31, // 23: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
-	31, // 24: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
-	33, // 25: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
-	3,  // 26: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
-	30, // 27: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
-	31, // 28: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
-	31, // 29: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
-	29, // 30: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
-	34, // 31: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
-	28, // 32: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
-	36, // 33: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
-	29, // 34: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
-	36, // 35: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
-	38, // 36: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
-	35, // 37: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
-	40, // 38: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
-	37, // 39: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
-	39, // 40: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
-	41, // 41: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	73, // 42: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	74, // 43: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	36, // 44: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	37, // 45: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
-	50, // 46: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
-	53, // 47: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
-	54, // 48: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
-	53, // 49: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
-	56, // 50: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
-	60, // 51: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
-	60, // 52: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
-	27, // 53: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
-	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
-	65, // 55: switchyard.plugin.v1.ConntrackFlushRequest.orig:type_name -> switchyard.plugin.v1.ConntrackTuple
-	65, // 56: switchyard.plugin.v1.ConntrackFlushRequest.reply:type_name -> switchyard.plugin.v1.ConntrackTuple
-	75, // 57: switchyard.plugin.v1.Metric.labels:type_name -> switchyard.plugin.v1.Metric.LabelsEntry
-	66, // 58: switchyard.plugin.v1.MetricsResponse.metrics:type_name -> switchyard.plugin.v1.Metric
-	6,  // 59: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	59, // 60: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 61: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 62: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 63: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 64: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 65: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 66: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	14, // 67: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
-	20, // 68: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	21, // 69: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	26, // 70: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	24, // 71: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	63, // 72: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
-	1,  // 73: switchyard.plugin.v1.Feature.Metrics:input_type -> switchyard.plugin.v1.Empty
-	68, // 74: switchyard.plugin.v1.Feature.DescribeFlow:input_type -> switchyard.plugin.v1.DescribeFlowRequest
-	43, // 75: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	45, // 76: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	46, // 77: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	46, // 78: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	48, // 79: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 80: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 81: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	49, // 82: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	52, // 83: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	52, // 84: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 85: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	64, // 86: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
-	5,  // 87: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 88: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 89: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	19, // 90: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 91: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 92: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	15, // 93: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
-	1,  // 94: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 95: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 96: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 97: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 98: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	67, // 99: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
-	69, // 100: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
-	44, // 101: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	47, // 102: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 103: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	47, // 104: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 105: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	27, // 106: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 107: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	51, // 108: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	55, // 109: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	57, // 110: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	62, // 111: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	1,  // 112: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
-	87, // [87:113] is the sub-list for method output_type
-	61, // [61:87] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	18, // 9: switchyard.plugin.v1.StartRequest.attachments:type_name -> switchyard.plugin.v1.PodInterface
+	13, // 10: switchyard.plugin.v1.CNIGCRequest.valid:type_name -> switchyard.plugin.v1.CNIAttachment
+	16, // 11: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
+	17, // 12: switchyard.plugin.v1.CNIAddResponse.routes:type_name -> switchyard.plugin.v1.Route
+	18, // 13: switchyard.plugin.v1.CNIAddResponse.interface:type_name -> switchyard.plugin.v1.PodInterface
+	18, // 14: switchyard.plugin.v1.PodInterfaceEventRequest.interface:type_name -> switchyard.plugin.v1.PodInterface
+	22, // 15: switchyard.plugin.v1.PacketInRequest.fields:type_name -> switchyard.plugin.v1.FieldValue
+	23, // 16: switchyard.plugin.v1.PacketInRequest.ct:type_name -> switchyard.plugin.v1.CTInfo
+	3,  // 17: switchyard.plugin.v1.FieldValue.field:type_name -> switchyard.plugin.v1.Field
+	37, // 18: switchyard.plugin.v1.FlowRemovedRequest.flow:type_name -> switchyard.plugin.v1.Flow
+	25, // 19: switchyard.plugin.v1.NodeEventRequest.node:type_name -> switchyard.plugin.v1.NodeInfo
+	3,  // 20: switchyard.plugin.v1.MatchField.field:type_name -> switchyard.plugin.v1.Field
+	29, // 21: switchyard.plugin.v1.CT.resume:type_name -> switchyard.plugin.v1.Jump
+	32, // 22: switchyard.plugin.v1.CT.nat:type_name -> switchyard.plugin.v1.NAT
+	3,  // 23: switchyard.plugin.v1.Operand.field:type_name -> switchyard.plugin.v1.Field
+	31, // 24: switchyard.plugin.v1.LearnSpec.dst:type_name -> switchyard.plugin.v1.Operand
+	31, // 25: switchyard.plugin.v1.LearnSpec.src:type_name -> switchyard.plugin.v1.Operand
+	33, // 26: switchyard.plugin.v1.Learn.specs:type_name -> switchyard.plugin.v1.LearnSpec
+	3,  // 27: switchyard.plugin.v1.Action.field:type_name -> switchyard.plugin.v1.Field
+	30, // 28: switchyard.plugin.v1.Action.ct:type_name -> switchyard.plugin.v1.CT
+	31, // 29: switchyard.plugin.v1.Action.move_from:type_name -> switchyard.plugin.v1.Operand
+	31, // 30: switchyard.plugin.v1.Action.move_to:type_name -> switchyard.plugin.v1.Operand
+	29, // 31: switchyard.plugin.v1.Action.jump:type_name -> switchyard.plugin.v1.Jump
+	34, // 32: switchyard.plugin.v1.Action.learn:type_name -> switchyard.plugin.v1.Learn
+	28, // 33: switchyard.plugin.v1.Flow.match:type_name -> switchyard.plugin.v1.MatchField
+	36, // 34: switchyard.plugin.v1.Flow.actions:type_name -> switchyard.plugin.v1.Action
+	29, // 35: switchyard.plugin.v1.Flow.goto:type_name -> switchyard.plugin.v1.Jump
+	36, // 36: switchyard.plugin.v1.Bucket.actions:type_name -> switchyard.plugin.v1.Action
+	38, // 37: switchyard.plugin.v1.Group.buckets:type_name -> switchyard.plugin.v1.Bucket
+	35, // 38: switchyard.plugin.v1.Group.selection:type_name -> switchyard.plugin.v1.Selection
+	40, // 39: switchyard.plugin.v1.Meter.bands:type_name -> switchyard.plugin.v1.MeterBand
+	37, // 40: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
+	39, // 41: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
+	41, // 42: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
+	73, // 43: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	74, // 44: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	36, // 45: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	37, // 46: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	50, // 47: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	53, // 48: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	54, // 49: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	53, // 50: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	56, // 51: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	60, // 52: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
+	60, // 53: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
+	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
+	27, // 55: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
+	65, // 56: switchyard.plugin.v1.ConntrackFlushRequest.orig:type_name -> switchyard.plugin.v1.ConntrackTuple
+	65, // 57: switchyard.plugin.v1.ConntrackFlushRequest.reply:type_name -> switchyard.plugin.v1.ConntrackTuple
+	75, // 58: switchyard.plugin.v1.Metric.labels:type_name -> switchyard.plugin.v1.Metric.LabelsEntry
+	66, // 59: switchyard.plugin.v1.MetricsResponse.metrics:type_name -> switchyard.plugin.v1.Metric
+	6,  // 60: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	59, // 61: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 62: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 63: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 64: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 65: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 66: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 67: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	14, // 68: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
+	20, // 69: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	21, // 70: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	26, // 71: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	24, // 72: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	63, // 73: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	1,  // 74: switchyard.plugin.v1.Feature.Metrics:input_type -> switchyard.plugin.v1.Empty
+	68, // 75: switchyard.plugin.v1.Feature.DescribeFlow:input_type -> switchyard.plugin.v1.DescribeFlowRequest
+	43, // 76: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	45, // 77: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	46, // 78: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	46, // 79: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	48, // 80: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 81: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 82: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	49, // 83: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	52, // 84: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	52, // 85: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 86: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	64, // 87: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
+	5,  // 88: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 89: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 90: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 91: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 92: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 93: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 94: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 95: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 96: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 97: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 98: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 99: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	67, // 100: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
+	69, // 101: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
+	44, // 102: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	47, // 103: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 104: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	47, // 105: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 106: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 107: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 108: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	51, // 109: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	55, // 110: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	57, // 111: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	62, // 112: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	1,  // 113: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
+	88, // [88:114] is the sub-list for method output_type
+	62, // [62:88] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
