@@ -8,10 +8,8 @@ import (
 	"syscall"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"switchyard.dev/switchyard/cni/cnipb"
+	"switchyard.dev/switchyard/cni/cniwire"
 	"switchyard.dev/switchyard/cni/netconf"
 )
 
@@ -25,14 +23,14 @@ func configError(err error) *types.Error {
 		"fix the switchyard entry of the conflist in the CNI config directory (normally written by the agent's install step)")
 }
 
-// fromProto turns an error the agent reported into a CNI error, keeping
+// fromWire turns an error the agent reported into a CNI error, keeping
 // the agent's code and wording: the agent knows what went wrong.
-func fromProto(e *cnipb.Error) *types.Error {
-	code := uint(e.GetCode())
+func fromWire(e *cniwire.Error) *types.Error {
+	code := e.Code
 	if code == 0 {
 		code = types.ErrInternal
 	}
-	return types.NewError(code, e.GetMsg(), e.GetDetails())
+	return types.NewError(code, e.Msg, e.Details)
 }
 
 // transportError classifies a failed call to the agent. Anything that means
@@ -40,23 +38,16 @@ func fromProto(e *cnipb.Error) *types.Error {
 // of failing the pod.
 func transportError(conf *netconf.NetConf, op string, err error) *types.Error {
 	sock := conf.Socket
-	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return types.NewError(types.ErrTryAgainLater,
 			fmt.Sprintf("switchyard agent did not answer %s within %s", op, conf.Timeout()),
 			"the agent on this node is overloaded or stuck; check its logs (kubectl -n kube-system logs ds/switchyard-agent); the runtime will retry")
 	}
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
+	// No socket, nobody listening on it, or the agent gone mid-call: it is
+	// not running (now), and the runtime should retry.
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, cniwire.ErrNoAnswer) {
 		return notRunning(sock, err)
-	}
-	switch status.Code(err) {
-	case codes.Unavailable:
-		return notRunning(sock, err)
-	case codes.Canceled:
-		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("%s was cancelled before the agent answered", op), err.Error())
-	case codes.Unimplemented:
-		return types.NewError(types.ErrIncompatibleCNIVersion,
-			fmt.Sprintf("the switchyard agent does not implement %s", op),
-			"the switchyard-cni binary and the agent are from different releases; reinstall the binary from the running agent image")
 	}
 	return types.NewError(types.ErrInternal, fmt.Sprintf("calling the switchyard agent for %s failed", op), err.Error())
 }

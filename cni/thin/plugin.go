@@ -8,10 +8,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"switchyard.dev/switchyard/cni/cnipb"
+	"switchyard.dev/switchyard/cni/cniwire"
 	"switchyard.dev/switchyard/cni/netconf"
 )
 
@@ -19,13 +17,13 @@ import (
 // New.
 type Plugin struct {
 	stdout io.Writer
-	dial   func(socket string) (cnipb.CNIClient, io.Closer, error)
+	send   func(ctx context.Context, socket string, req *cniwire.Request) (*cniwire.Response, error)
 }
 
 // New returns a Plugin that prints results to stdout and reaches the agent
 // over the unix socket named in each network config.
 func New(stdout io.Writer) *Plugin {
-	return &Plugin{stdout: stdout, dial: dialUnix}
+	return &Plugin{stdout: stdout, send: callUnix}
 }
 
 // Funcs returns the callbacks for skel.PluginMainFuncs.
@@ -33,17 +31,13 @@ func (p *Plugin) Funcs() skel.CNIFuncs {
 	return skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, Status: p.Status, GC: p.GC}
 }
 
-func dialUnix(socket string) (cnipb.CNIClient, io.Closer, error) {
+func callUnix(ctx context.Context, socket string, req *cniwire.Request) (*cniwire.Response, error) {
 	// Stat first: "no such socket" is the common case on a node whose agent
 	// has not started, and it deserves its own message.
 	if _, err := os.Stat(socket); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cc, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, err
-	}
-	return cnipb.NewCNIClient(cc), cc, nil
+	return cniwire.Call(ctx, socket, req)
 }
 
 // k8sArgs are the CNI_ARGS keys kubelet sets.
@@ -58,7 +52,7 @@ type k8sArgs struct {
 // request builds the wire request. requirePod is false for DEL: a runtime
 // cleaning up after a crash may not know the pod any more, and DEL must
 // still release what the container holds.
-func request(args *skel.CmdArgs, conf *netconf.NetConf, requirePod bool) (*cnipb.CmdRequest, *types.Error) {
+func request(op string, args *skel.CmdArgs, conf *netconf.NetConf, requirePod bool) (*cniwire.Request, *types.Error) {
 	var ka k8sArgs
 	ka.IgnoreUnknown = true
 	if err := types.LoadArgs(args.Args, &ka); err != nil {
@@ -71,107 +65,91 @@ func request(args *skel.CmdArgs, conf *netconf.NetConf, requirePod bool) (*cnipb
 			"CNI_ARGS must carry K8S_POD_NAMESPACE and K8S_POD_NAME",
 			"switchyard attaches Kubernetes pods only; the container runtime sets these keys when kubelet asks for a pod sandbox")
 	}
-	return &cnipb.CmdRequest{
-		ContainerId: args.ContainerID,
+	return &cniwire.Request{
+		Op:          op,
+		ContainerID: args.ContainerID,
 		Netns:       args.Netns,
-		Ifname:      args.IfName,
-		CniVersion:  conf.CNIVersion,
+		IfName:      args.IfName,
+		CNIVersion:  conf.CNIVersion,
 		NetworkName: conf.Name,
-		Pod: &cnipb.PodRef{
+		Pod: cniwire.PodRef{
 			Namespace: string(ka.K8S_POD_NAMESPACE),
 			Name:      string(ka.K8S_POD_NAME),
-			Uid:       string(ka.K8S_POD_UID),
+			UID:       string(ka.K8S_POD_UID),
 		},
 		RawArgs: args.Args,
 		NetConf: args.StdinData,
 	}, nil
 }
 
-// call parses the config, dials the agent and runs fn under the config's
-// timeout. All three steps fail as CNI errors.
-func (p *Plugin) call(args *skel.CmdArgs, op string, fn func(context.Context, cnipb.CNIClient, *netconf.NetConf) (*cnipb.Error, error)) error {
+// call parses the config, builds the request with build, and sends it to
+// the agent under the config's timeout. Every step fails as a CNI error.
+func (p *Plugin) call(args *skel.CmdArgs, op string, build func(*netconf.NetConf) (*cniwire.Request, *types.Error)) (*cniwire.Response, *netconf.NetConf, error) {
 	conf, err := netconf.Parse(args.StdinData)
 	if err != nil {
-		return configError(err)
+		return nil, nil, configError(err)
 	}
-	client, closer, err := p.dial(conf.Socket)
-	if err != nil {
-		return transportError(conf, op, err)
+	req, cerr := build(conf)
+	if cerr != nil {
+		return nil, nil, cerr
 	}
-	defer closer.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout())
 	defer cancel()
-	perr, err := fn(ctx, client, conf)
+	resp, err := p.send(ctx, conf.Socket, req)
 	if err != nil {
-		if e, ok := err.(*types.Error); ok {
-			return e
-		}
-		return transportError(conf, op, err)
+		return nil, nil, transportError(conf, op, err)
 	}
-	if perr != nil {
-		return fromProto(perr)
+	if resp.Error != nil {
+		return nil, nil, fromWire(resp.Error)
 	}
-	return nil
+	return resp, conf, nil
 }
 
 // Add asks the agent to attach the container and prints the result at the
 // requested version.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
-	return p.call(args, "ADD", func(ctx context.Context, c cnipb.CNIClient, conf *netconf.NetConf) (*cnipb.Error, error) {
-		req, cerr := request(args, conf, true)
-		if cerr != nil {
-			return nil, cerr
-		}
-		resp, err := c.Add(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.GetError() != nil {
-			return resp.GetError(), nil
-		}
-		res, err := convert(resp.GetResult(), conf.CNIVersion)
-		if err != nil {
-			return nil, types.NewError(types.ErrInternal, "the switchyard agent returned an unusable result", err.Error())
-		}
-		if err := res.PrintTo(p.stdout); err != nil {
-			return nil, types.NewError(types.ErrIOFailure, "writing the result to stdout failed", err.Error())
-		}
-		return nil, nil
+	resp, conf, err := p.call(args, cniwire.OpAdd, func(conf *netconf.NetConf) (*cniwire.Request, *types.Error) {
+		return request(cniwire.OpAdd, args, conf, true)
 	})
+	if err != nil {
+		return err
+	}
+	if resp.Result == nil {
+		return types.NewError(types.ErrInternal, "the switchyard agent returned an unusable result", "it answered the ADD with neither a result nor an error")
+	}
+	res, err := convert(resp.Result, conf.CNIVersion)
+	if err != nil {
+		return types.NewError(types.ErrInternal, "the switchyard agent returned an unusable result", err.Error())
+	}
+	if err := res.PrintTo(p.stdout); err != nil {
+		return types.NewError(types.ErrIOFailure, "writing the result to stdout failed", err.Error())
+	}
+	return nil
 }
 
 // Del asks the agent to detach the container. The agent treats an unknown
 // container or a vanished netns as success.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
-	return p.call(args, "DEL", func(ctx context.Context, c cnipb.CNIClient, conf *netconf.NetConf) (*cnipb.Error, error) {
-		req, cerr := request(args, conf, false)
-		if cerr != nil {
-			return nil, cerr
-		}
-		resp, err := c.Del(ctx, req)
-		return resp.GetError(), err
+	_, _, err := p.call(args, cniwire.OpDel, func(conf *netconf.NetConf) (*cniwire.Request, *types.Error) {
+		return request(cniwire.OpDel, args, conf, false)
 	})
+	return err
 }
 
 // Check asks the agent to verify the attachment.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
-	return p.call(args, "CHECK", func(ctx context.Context, c cnipb.CNIClient, conf *netconf.NetConf) (*cnipb.Error, error) {
-		req, cerr := request(args, conf, true)
-		if cerr != nil {
-			return nil, cerr
-		}
-		resp, err := c.Check(ctx, req)
-		return resp.GetError(), err
+	_, _, err := p.call(args, cniwire.OpCheck, func(conf *netconf.NetConf) (*cniwire.Request, *types.Error) {
+		return request(cniwire.OpCheck, args, conf, true)
 	})
+	return err
 }
 
 // Status reports whether the agent can serve ADDs. An agent that cannot be
 // reached is "plugin not available" (50) rather than try-again-later: that
 // is what STATUS is for.
 func (p *Plugin) Status(args *skel.CmdArgs) error {
-	err := p.call(args, "STATUS", func(ctx context.Context, c cnipb.CNIClient, conf *netconf.NetConf) (*cnipb.Error, error) {
-		resp, err := c.Status(ctx, &cnipb.StatusRequest{CniVersion: conf.CNIVersion, NetConf: args.StdinData})
-		return resp.GetError(), err
+	_, _, err := p.call(args, cniwire.OpStatus, func(conf *netconf.NetConf) (*cniwire.Request, *types.Error) {
+		return &cniwire.Request{Op: cniwire.OpStatus, CNIVersion: conf.CNIVersion, NetConf: args.StdinData}, nil
 	})
 	if e := asCNIError(err); e != nil && e.Code == types.ErrTryAgainLater {
 		e.Code = types.ErrPluginNotAvailable
@@ -183,12 +161,12 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 // GC passes the runtime's list of live attachments to the agent, which
 // releases everything else.
 func (p *Plugin) GC(args *skel.CmdArgs) error {
-	return p.call(args, "GC", func(ctx context.Context, c cnipb.CNIClient, conf *netconf.NetConf) (*cnipb.Error, error) {
-		req := &cnipb.GCRequest{CniVersion: conf.CNIVersion, NetConf: args.StdinData}
+	_, _, err := p.call(args, cniwire.OpGC, func(conf *netconf.NetConf) (*cniwire.Request, *types.Error) {
+		req := &cniwire.Request{Op: cniwire.OpGC, CNIVersion: conf.CNIVersion, NetConf: args.StdinData}
 		for _, a := range conf.ValidAttachments {
-			req.ValidAttachments = append(req.ValidAttachments, &cnipb.Attachment{ContainerId: a.ContainerID, Ifname: a.IfName})
+			req.ValidAttachments = append(req.ValidAttachments, cniwire.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
 		}
-		resp, err := c.GC(ctx, req)
-		return resp.GetError(), err
+		return req, nil
 	})
+	return err
 }

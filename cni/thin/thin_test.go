@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"switchyard.dev/switchyard/cni/cnierr"
+	"switchyard.dev/switchyard/cni/cnimux"
 	"switchyard.dev/switchyard/cni/cnipb"
 )
 
@@ -53,7 +54,8 @@ func (a *agent) Status(ctx context.Context, r *cnipb.StatusRequest) (*cnipb.CmdR
 	return &cnipb.CmdResponse{Error: a.status}, nil
 }
 
-// serve starts a in-process gRPC server on a unix socket in a temp dir.
+// serve answers on a unix socket in a temp dir as the agent does: the
+// binary's JSON calls through cnimux, gRPC beside them.
 func serve(t *testing.T, a *agent) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "cni.sock")
@@ -61,10 +63,13 @@ func serve(t *testing.T, a *agent) string {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	m := cnimux.New(l, a, cnimux.Options{})
 	s := grpc.NewServer()
 	cnipb.RegisterCNIServer(s, a)
-	go s.Serve(l)
-	t.Cleanup(s.Stop)
+	go s.Serve(m.GRPC())
+	done := make(chan struct{})
+	go func() { m.Serve(); close(done) }()
+	t.Cleanup(func() { m.Close(); s.Stop(); <-done })
 	return sock
 }
 
@@ -102,7 +107,7 @@ func TestAddConvertsToRequestedVersion(t *testing.T) {
 	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
 			var out bytes.Buffer
-			p := &Plugin{stdout: &out, dial: dialUnix}
+			p := &Plugin{stdout: &out, send: callUnix}
 			if err := p.Add(args(conf(v, sock, ""))); err != nil {
 				t.Fatalf("Add: %v", err)
 			}
@@ -136,7 +141,7 @@ func TestAddConvertsToRequestedVersion(t *testing.T) {
 					in.Mtu = 0
 				}
 			}
-			r, err := convert(full.Result, "1.1.0")
+			r, err := convert(cnimux.Result(full.Result), "1.1.0")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +218,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &Plugin{stdout: &bytes.Buffer{}, dial: dialUnix}
+			p := &Plugin{stdout: &bytes.Buffer{}, send: callUnix}
 			err := tc.cmd(p, tc.args)
 			var e *types.Error
 			if !errors.As(err, &e) {
@@ -237,7 +242,7 @@ func TestDelWithoutPodArgs(t *testing.T) {
 	in := args(conf("0.3.1", sock, ""))
 	in.Args = ""
 	in.Netns = ""
-	p := &Plugin{stdout: &bytes.Buffer{}, dial: dialUnix}
+	p := &Plugin{stdout: &bytes.Buffer{}, send: callUnix}
 	if err := p.Del(in); err != nil {
 		t.Fatalf("Del: %v", err)
 	}

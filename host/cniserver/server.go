@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"switchyard.dev/switchyard/cni/cnierr"
+	"switchyard.dev/switchyard/cni/cnimux"
 	"switchyard.dev/switchyard/cni/cnipb"
 	"switchyard.dev/switchyard/cni/netconf"
 	"switchyard.dev/switchyard/host/ifstore"
@@ -75,7 +76,9 @@ type Server struct {
 
 	mu   sync.Mutex
 	grpc *grpc.Server
-	lis  net.Listener
+	// mux serves the thin binary's JSON calls and hands gRPC connections
+	// to grpc, on the one socket.
+	mux *cnimux.Mux
 }
 
 var _ cnipb.CNIServer = (*Server)(nil)
@@ -131,8 +134,9 @@ func (s *Server) Listen() error {
 	}
 	g := grpc.NewServer(opts...)
 	cnipb.RegisterCNIServer(g, s)
+	m := cnimux.New(l, s, cnimux.Options{Logger: s.log, Observe: s.o.Observe})
 	s.mu.Lock()
-	s.grpc, s.lis = g, l
+	s.grpc, s.mux = g, m
 	s.mu.Unlock()
 	s.log.Info("CNI server listening", "socket", s.o.Socket)
 	return nil
@@ -141,36 +145,45 @@ func (s *Server) Listen() error {
 // Serve answers requests until Stop; it calls Listen if needed.
 func (s *Server) Serve() error {
 	s.mu.Lock()
-	g, l := s.grpc, s.lis
+	g, m := s.grpc, s.mux
 	s.mu.Unlock()
 	if g == nil {
 		if err := s.Listen(); err != nil {
 			return err
 		}
 		s.mu.Lock()
-		g, l = s.grpc, s.lis
+		g, m = s.grpc, s.mux
 		s.mu.Unlock()
 	}
-	if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
+	muxDone := make(chan error, 1)
+	go func() { muxDone <- m.Serve() }()
+	err := g.Serve(m.GRPC())
+	// The gRPC server stopped (Stop closes both).
+	m.Close()
+	if merr := <-muxDone; err == nil || errors.Is(err, grpc.ErrServerStopped) {
+		err = merr
 	}
-	return nil
+	return err
 }
 
 // Stop lets in-flight requests finish for up to grace, then cuts them off.
 func (s *Server) Stop(grace time.Duration) {
 	s.mu.Lock()
-	g := s.grpc
+	g, m := s.grpc, s.mux
 	s.mu.Unlock()
 	if g == nil {
 		return
 	}
+	// No new connection of either kind; calls in flight of both kinds get
+	// grace to finish, then are cut off.
+	m.Close()
 	done := make(chan struct{})
-	go func() { g.GracefulStop(); close(done) }()
+	go func() { g.GracefulStop(); m.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(grace):
 		g.Stop()
+		m.Cancel()
 		<-done
 	}
 }
