@@ -115,6 +115,11 @@ func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return phasesIn(string(raw))
+}
+
+// phasesIn parses agent log text for addPhases.
+func phasesIn(raw string) map[string][]time.Duration {
 	dur := func(v any) (time.Duration, bool) {
 		switch v := v.(type) {
 		case string:
@@ -126,7 +131,7 @@ func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
 		return 0, false
 	}
 	out := map[string][]time.Duration{}
-	for _, line := range strings.Split(string(raw), "\n") {
+	for _, line := range strings.Split(raw, "\n") {
 		if !strings.Contains(line, `"pod attached"`) {
 			continue
 		}
