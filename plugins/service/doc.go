@@ -11,19 +11,14 @@
 //
 //   - TCP, UDP and SCTP; several ports per Service; named target ports
 //     (matched by port name in the EndpointSlices).
-//
 //   - Ready endpoints only; serving-but-terminating ones when none is
 //     ready.
-//
 //   - No endpoint: a new connection gets a TCP RST or an ICMP port
 //     unreachable at once (package reject, through a packet-in).
-//
 //   - Hairpin: a pod reaching itself through its Service is SNATed to a
 //     link-local virtual IP (169.254.0.253) and sent back out of its port.
-//
 //   - The node reaches ClusterIPs through a route of the Service CIDRs into
 //     the gateway (package hostnet).
-//
 //   - NodePort on the node's addresses: the node's kernel DNATs it (one
 //     nftables table, switchyard-service) to a link-local NodePort address
 //     routed into br-int, where a select group of its own balances it.
@@ -35,29 +30,22 @@
 //     address too. Local is about external clients: the node's own pods
 //     and the node itself (masqueraded to its gateway address) get every
 //     endpoint of the ClusterIP, as with kube-proxy.
-//
 //   - internalTrafficPolicy Local: the ClusterIP uses local endpoints only.
-//
 //   - spec.externalIPs and load-balancer ingress IPs: each node routes them
 //     into br-int (a /32 through the gateway), where they are balanced
 //     like the NodePort (same traffic policies), for outside clients the
 //     network routes to the node and for pods alike.
-//
 //   - sessionAffinity ClientIP: a learned flow per client holds its
 //     endpoint until the client has opened no new connection for the
 //     timeout (at most 65535 s, an OpenFlow idle timeout).
-//
 //   - Incremental: one Service's change rewrites only its group and flows.
-//
 //   - Conntrack hygiene: when a UDP endpoint leaves a Service port, the
 //     conntrack entries of that port towards it are flushed.
-//
 //   - The pods of other nodes are in-cluster clients too: dialling a Local
 //     address of this node they get every endpoint, SNATed to the gateway
 //     address (they arrive with their own addresses, and the answer must
 //     come back through this node). The plugin learns their pod CIDRs
 //     from the host's node events.
-//
 //   - IPv6 and dual-stack Services, once a serviceCIDR is IPv6: each
 //     address of a Service (spec.clusterIPs, external and load-balancer
 //     IPs, the NodePort on the node's addresses of that family) is
