@@ -18,27 +18,27 @@ var (
 )
 
 const (
-	ethLen       = 14
-	ethTypeIPv4  = 0x0800
-	ethTypeIPv6  = 0x86dd
-	ipv6Len      = 40
-	protoICMPv6  = 58
+	ethLen      = 14
+	ethTypeIPv4 = 0x0800
+	ethTypeIPv6 = 0x86dd
+	ipv6Len     = 40
+	protoICMPv6 = 58
 	// ICMPv6 destination unreachable, port unreachable (RFC 4443 3.1).
 	icmp6Unreach  = 1
 	icmp6PortCode = 4
 	// icmp6MaxQuote keeps an ICMPv6 error within the IPv6 minimum MTU
 	// (1280) less its own headers (RFC 4443 2.4 (c)).
 	icmp6MaxQuote = 1280 - ipv6Len - 8
-	protoICMP    = 1
-	protoTCP     = 6
-	protoUDP     = 17
-	protoSCTP    = 132
-	tcpFIN       = 0x01
-	tcpSYN       = 0x02
-	tcpRST       = 0x04
-	tcpACK       = 0x10
-	icmpUnreach  = 3
-	icmpPortCode = 3
+	protoICMP     = 1
+	protoTCP      = 6
+	protoUDP      = 17
+	protoSCTP     = 132
+	tcpFIN        = 0x01
+	tcpSYN        = 0x02
+	tcpRST        = 0x04
+	tcpACK        = 0x10
+	icmpUnreach   = 3
+	icmpPortCode  = 3
 	// quoteL4 is how much of the rejected packet's transport header an
 	// ICMP error quotes after its IP header (RFC 792: at least 8 bytes).
 	quoteL4 = 8
