@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -8,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/probe"
 )
 
@@ -55,7 +58,10 @@ func gateway6(n *cluster.Node) net.IP {
 // both externalTrafficPolicy values; a Service without endpoints refuses
 // at once over IPv6 (TCP RST, ICMPv6 port unreachable); an endpoint
 // reaching itself through the IPv6 ClusterIP is a hairpin, seen as the
-// IPv6 hairpin address.
+// IPv6 hairpin address. IPv6 external and load-balancer IPs are served
+// from outside and from pods, and their routes leave with the Service;
+// ClientIP affinity holds over IPv6; a departed IPv6 UDP endpoint's
+// conntrack entries are flushed.
 func TestDualStack(t *testing.T) {
 	e := startDualStack(t, 3)
 	var backends, clients []*cluster.Pod
@@ -71,7 +77,7 @@ func TestDualStack(t *testing.T) {
 	for _, b := range backends {
 		names[b.Name] = true
 	}
-	t.Logf("Service echo: ClusterIPs %s and %s, backends %v", ip4, ip6, echo.Spec.IPFamilyPolicy)
+	t.Logf("Service echo (%s): ClusterIPs %s and %s, backends %v", *echo.Spec.IPFamilyPolicy, ip4, ip6, backendIPs(backends))
 
 	t.Run("IPv6 ClusterIP from pods and nodes, IPv4 on the same Service", func(t *testing.T) {
 		type from struct {
@@ -181,6 +187,122 @@ func TestDualStack(t *testing.T) {
 				t.Errorf("%s to node-1's IPv6 NodePort (Local, no endpoint there): %s after %s, want refused", network, o, time.Since(start))
 			}
 		}
+	})
+
+	t.Run("external and load-balancer IPv6 addresses", func(t *testing.T) {
+		n1, b2 := e.c.Nodes[0], backends[1]
+		ext, _ := e.c.AddExternal(t, 251)
+		extIP, lbIP := net.ParseIP("fd00:198:51::10"), net.ParseIP("fd00:198:51::20")
+		for _, ip := range []net.IP{extIP, lbIP} {
+			if out, err := netns.Exec(ext, "ip", "-6", "route", "add", ip.String()+"/128", "via", n1.UnderlayIPv6.String()); err != nil {
+				t.Fatalf("external host route: %v %s", err, out)
+			}
+		}
+		s := e.createService(t, "outside", whoPorts, func(s *corev1.Service) {
+			dualStack(s)
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+			s.Spec.ExternalIPs = []string{extIP.String()}
+		})
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lbIP.String()}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := e.cp.Client.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("setting the load-balancer ingress IP: %v", err)
+		}
+		e.endpoints6(t, "outside", whoPorts, b2)
+		for _, ip := range []net.IP{extIP, lbIP} {
+			for _, network := range []string{"tcp", "udp"} {
+				// node-1 has no endpoint: Cluster, SNATed to its gateway.
+				eventually(t, fmt.Sprintf("%s to [%s]:90 from outside", network, ip), func() error {
+					got, as, err := who(ext, network, ip, 90)
+					if err != nil {
+						return err
+					}
+					if got != b2.Name || as != gateway6(n1).String() {
+						return fmt.Errorf("answered by %q seeing %s, want %s seeing node-1's gateway %s", got, as, b2.Name, gateway6(n1))
+					}
+					return nil
+				})
+				// A pod of node-1 too (SNATed as well, as over IPv4).
+				eventually(t, fmt.Sprintf("%s to [%s]:90 from a pod", network, ip), func() error {
+					got, as, err := who(clients[0].NetNS, network, ip, 90)
+					if err == nil && (got != b2.Name || as != gateway6(n1).String()) {
+						err = fmt.Errorf("answered by %q seeing %s, want %s seeing node-1's gateway %s", got, as, b2.Name, gateway6(n1))
+					}
+					return err
+				})
+			}
+		}
+		if err := e.cp.Client.CoreV1().Services(ns).Delete(ctx, "outside", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node-1's routes to the IPv6 external addresses gone", func() error {
+			for _, ip := range []net.IP{extIP, lbIP} {
+				if out, _ := n1.Exec("ip", "-6", "route", "show", ip.String()+"/128"); out != "" {
+					return fmt.Errorf("still %q", out)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("session affinity over IPv6", func(t *testing.T) {
+		s := e.createService(t, "sticky", whoPorts, func(s *corev1.Service) {
+			dualStack(s)
+			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		})
+		_, sticky6 := clusterIPs(t, s)
+		e.endpoints6(t, "sticky", whoPorts, backends...)
+		c := clients[0]
+		var first string
+		eventually(t, "the sticky Service over IPv6", func() (err error) {
+			first, _, err = who(c.NetNS, "tcp", sticky6, 90)
+			return err
+		})
+		// A learn that lost a word of the endpoint would send these
+		// elsewhere, or nowhere.
+		for i := range 20 {
+			if got, _, err := who(c.NetNS, "tcp", sticky6, 90); err != nil || got != first {
+				t.Fatalf("connection %d reached %q (%v), want %s, where the client's first connection went", i, got, err, first)
+			}
+		}
+		// Another client is balanced on its own.
+		for _, o := range clients[1:] {
+			if _, _, err := who(o.NetNS, "tcp", sticky6, 90); err != nil {
+				t.Errorf("%s to the sticky Service: %v", o.Name, err)
+			}
+		}
+	})
+
+	t.Run("a departed IPv6 UDP endpoint's conntrack entries are flushed", func(t *testing.T) {
+		b1, b2 := backends[0], backends[1]
+		_, stale6 := clusterIPs(t, e.createService(t, "stale", whoPorts, dualStack))
+		e.endpoints6(t, "stale", whoPorts, b1, b2)
+		conn, err := netns.Dial(clients[2].NetNS, "udp", net.JoinHostPort(stale6.String(), "90"), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var first string
+		eventually(t, "a first answer", func() error {
+			first, err = udpAsk(conn)
+			return err
+		})
+		for range 5 {
+			if got, err := udpAsk(conn); err != nil || got != first {
+				t.Fatalf("the same socket was answered by %s, then by %s (%v): no conntrack entry?", first, got, err)
+			}
+		}
+		stay := map[string]*cluster.Pod{b1.Name: b2, b2.Name: b1}[first]
+		e.endpoints6(t, "stale", whoPorts, stay)
+		// The departed endpoint still runs: only a flush moves the socket.
+		eventually(t, "the same socket answered by "+stay.Name, func() error {
+			got, err := udpAsk(conn)
+			if err == nil && got != stay.Name {
+				err = fmt.Errorf("still answered by %s", got)
+			}
+			return err
+		})
 	})
 
 	t.Run("no endpoints rejects at once over IPv6", func(t *testing.T) {
