@@ -338,4 +338,3 @@ func TestDualStack(t *testing.T) {
 		}
 	})
 }
-
