@@ -53,9 +53,12 @@ type Config struct {
 	// NodePortIP is where the node's kernel sends NodePort traffic into
 	// br-int (a link-local address nobody owns).
 	NodePortIP string `json:"nodePortIP,omitempty"`
-	// HairpinIPv6 and NodePortIPv6 are their IPv6 counterparts, used when
-	// a serviceCIDR is IPv6: unique local addresses (fc00::/7) nobody owns.
-	HairpinIPv6  string `json:"hairpinIPv6,omitempty"`
+	// HairpinIPv6 is hairpinIP for IPv6 Services (used once a serviceCIDR
+	// is IPv6; default fd00:5ce::fd): a unique local address (fc00::/7)
+	// nobody owns, outside the serviceCIDRs.
+	HairpinIPv6 string `json:"hairpinIPv6,omitempty"`
+	// NodePortIPv6 is nodePortIP for IPv6 NodePorts (default fd00:5ce::fc):
+	// a unique local address nobody owns, not hairpinIPv6.
 	NodePortIPv6 string `json:"nodePortIPv6,omitempty"`
 	// StateDir is accepted for symmetry with the other plugins; the
 	// plugin keeps no state: the apiserver is its record.
