@@ -53,8 +53,8 @@ type Config struct {
 	// NodePortIP is where the node's kernel sends NodePort traffic into
 	// br-int (a link-local address nobody owns).
 	NodePortIP string `json:"nodePortIP,omitempty"`
-	// HairpinIPv6 is hairpinIP for IPv6 Services (used once a serviceCIDR
-	// is IPv6; default fd00:5ce::fd): a unique local address (fc00::/7)
+	// HairpinIPv6 is hairpinIP for IPv6 Services (default fd00:5ce::fd),
+	// used once a serviceCIDR is IPv6: a unique local address (fc00::/7)
 	// nobody owns, outside the serviceCIDRs.
 	HairpinIPv6 string `json:"hairpinIPv6,omitempty"`
 	// NodePortIPv6 is nodePortIP for IPv6 NodePorts (default fd00:5ce::fc):
