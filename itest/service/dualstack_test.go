@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/probe"
+	"switchyard.dev/switchyard/itest/testenv"
 )
 
 // dualStack makes a Service RequireDualStack, IPv4 first.
@@ -180,6 +181,45 @@ func TestDualStack(t *testing.T) {
 				}
 				return nil
 			})
+			// In-cluster clients over IPv6: the nodes and their pods. Their
+			// answers go back through the node that translated the node
+			// address; Local gives them every endpoint.
+			n3, c1, b3 := e.c.Nodes[2], clients[0], backends[2]
+			for _, pc := range []struct {
+				what   string
+				from   string
+				node   net.IP
+				port   int
+				answer []string
+				seenAs string // "": any
+			}{
+				{"node-1 to its own NodePort (Cluster)", n1.NetNS, n1.UnderlayIPv6, cl[port], []string{b2.Name, b3.Name}, ""},
+				{"node-1 to its own NodePort (Local, in-cluster client)", n1.NetNS, n1.UnderlayIPv6, lo[port], []string{b2.Name, b3.Name}, ""},
+				{"pod on node-1 to node-1 (Cluster)", c1.NetNS, n1.UnderlayIPv6, cl[port], []string{b2.Name, b3.Name}, ""},
+				{"pod on node-1 to node-3 (Cluster)", c1.NetNS, n3.UnderlayIPv6, cl[port], []string{b2.Name, b3.Name}, ""},
+				{"pod on node-1 to node-1 (Local, in-cluster client)", c1.NetNS, n1.UnderlayIPv6, lo[port], []string{b2.Name, b3.Name}, ""},
+				{"endpoint b-2 to its own node-2 (Local, hairpin)", b2.NetNS, n2.UnderlayIPv6, lo[port], []string{b2.Name}, ""},
+				// (A pod of another node dialling node-1's Local NodePort is
+				// not tried over IPv6: node-3's tunnel plugin masquerades it
+				// to node-3's IPv6 address, keeping only the peers' tunnel
+				// IPv4 addresses, so node-1 rightly sees an external client.)
+				{"b-3 on node-3 to node-1 (Cluster)", b3.NetNS, n1.UnderlayIPv6, cl[port], []string{b2.Name, b3.Name}, gateway6(n1).String()},
+			} {
+				what := fmt.Sprintf("%s [%s]:%d over %s", pc.what, pc.node, pc.port, network)
+				err := testenv.Eventually(what, 20*time.Second, 100*time.Millisecond, func() error {
+					got, as, err := who(pc.from, network, pc.node, pc.port)
+					if err != nil {
+						return err
+					}
+					if !slices.Contains(pc.answer, got) || (pc.seenAs != "" && as != pc.seenAs) {
+						return fmt.Errorf("answered by %q seeing %s, want one of %v seeing %q", got, as, pc.answer, pc.seenAs)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Errorf("%v", err)
+				}
+			}
 			// Local, through node-1: no endpoint there, refused at once.
 			start := time.Now()
 			_, _, err := who(ext, network, n1.UnderlayIPv6, lo[port])
