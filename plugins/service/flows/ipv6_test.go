@@ -101,6 +101,14 @@ func TestPortFlowsIPv6(t *testing.T) {
 			},
 			"group_id=7,type=select,selection_method=dp_hash," +
 				"bucket=weight:100,actions=load:0xfd000010->reg:service.ep_ip6_0,load:0x2440002->reg:service.ep_ip6_1,load:0x0->reg:service.ep_ip6_2,load:0x5->reg:service.ep_ip,load:0x1f90->reg:service.ep_port,resubmit(,@service.dnat)"},
+		{"NodePort Cluster SNATs to the IPv6 gateway",
+			Port{Proto: ProtoUDP, ClusterIP: DefaultNodePortIPv6, Port: 30053, Group: 11, SNAT: true, Endpoints: []Endpoint{ep2}},
+			[]string{
+				"table=service.lb, priority=200, ct_state=+new+trk,udp6,ipv6_dst=fd00:5ce::fc,tp_dst=30053 actions=load:0xb->reg:service.svc,group:11",
+				"table=service.dnat, priority=200, udp6," + regs2 + ",reg:service.svc=0xb actions=load:0x1->reg:service.snat,ct(commit,table=@next,zone=5,nat(dst=[fd00:10:244:2::5]:8080),exec(set_field:0x5/0x7->ct_mark))",
+			},
+			"group_id=11,type=select,selection_method=dp_hash," +
+				"bucket=weight:100,actions=load:0xfd000010->reg:service.ep_ip6_0,load:0x2440002->reg:service.ep_ip6_1,load:0x0->reg:service.ep_ip6_2,load:0x5->reg:service.ep_ip,load:0x1f90->reg:service.ep_port,resubmit(,@service.dnat)"},
 		{"NodePort Local: in-cluster clients of the IPv6 family only",
 			Port{Proto: ProtoTCP, ClusterIP: DefaultNodePortIPv6, Port: 30080, Group: 10, InClusterGroup: 7,
 				InCluster: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}},
