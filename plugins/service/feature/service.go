@@ -178,6 +178,15 @@ func (c Config) routed(ipv6 bool) []netip.Prefix {
 	return out
 }
 
+// vip6 is the IPv6 NodePort address when IPv6 Services are balanced
+// (invalid otherwise: the kernel's ip6 tables are left alone).
+func (c Config) vip6() netip.Addr {
+	if c.ipv6 {
+		return c.nodePort6
+	}
+	return netip.Addr{}
+}
+
 // families are the IP families the plugin balances (false: IPv4).
 func (c Config) families() []bool {
 	if c.ipv6 {
@@ -576,7 +585,7 @@ func (s *Service) applyNodePorts() error {
 	if s.nodePortsSet && slices.Equal(ps, s.nodePorts) {
 		return nil
 	}
-	if err := s.applyNodePortsFn(s.nodeIPs, s.cfg.nodePort, s.cfg.nodePort6, ps); err != nil {
+	if err := s.applyNodePortsFn(s.nodeIPs, s.cfg.nodePort, s.cfg.vip6(), ps); err != nil {
 		return err
 	}
 	s.nodePorts, s.nodePortsSet = ps, true
@@ -1175,5 +1184,5 @@ func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespon
 	for _, v6 := range s.cfg.families() {
 		errs = append(errs, hostnet.Remove(s.gw, s.cfg.hop(v6), s.cfg.routed(v6)))
 	}
-	return errors.Join(append(errs, hostnet.ApplyNodePorts(nil, s.cfg.nodePort, s.cfg.nodePort6, nil))...)
+	return errors.Join(append(errs, hostnet.ApplyNodePorts(nil, s.cfg.nodePort, s.cfg.vip6(), nil))...)
 }

@@ -45,11 +45,16 @@ var (
 // br-int through the gateway (the route Install set for the address),
 // where the NodePort's flows balance it, and undoes the DNAT on the
 // answers with its own conntrack. No NodePort of a family: no table of it.
+// An invalid vip6 (no IPv6 Services) leaves the ip6 family alone, so an
+// IPv4-only node never needs it.
 func ApplyNodePorts(nodeIPs []netip.Addr, vip, vip6 netip.Addr, ports []NodePort) error {
 	var errs []error
 	for _, f := range []ipFamily{familyIPv4, familyIPv6} {
 		to := vip
 		if f.ipv6 {
+			if !vip6.IsValid() {
+				continue
+			}
 			to = vip6
 		}
 		var ips []netip.Addr
@@ -81,7 +86,7 @@ func applyFamily(f ipFamily, ips []netip.Addr, vip netip.Addr, ports []NodePort)
 	// add-delete-add: the table exists (empty) whatever was there.
 	c.AddTable(t)
 	c.DelTable(t)
-	if len(ports) > 0 && len(ips) > 0 && vip.IsValid() {
+	if len(ports) > 0 && len(ips) > 0 {
 		c.AddTable(t)
 		// prerouting: from other hosts and from pods; output: from the
 		// node itself (its own processes dialling a NodePort on its own
