@@ -25,6 +25,10 @@ import (
 // ServiceCIDR is the Service ClusterIP range the apiserver allocates from.
 const ServiceCIDR = "10.96.0.0/16"
 
+// ServiceCIDRv6 is the IPv6 one, with Options.DualStackServices: a /108,
+// the largest IPv6 range the apiserver allocates from.
+const ServiceCIDRv6 = "fd00:10:96::/108"
+
 // ServiceAccountIssuer is the issuer written into service-account tokens.
 const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
@@ -67,6 +71,9 @@ type Options struct {
 	// get their token volume); only for a run that also has a
 	// kube-controller-manager creating each namespace's default account.
 	ServiceAccounts bool
+	// DualStackServices makes the Service ClusterIP ranges ServiceCIDR and
+	// ServiceCIDRv6, so a Service may have an address of each family.
+	DualStackServices bool
 	// ExtraArgs are appended to kube-apiserver's arguments (e.g. an
 	// egress selector that lets it reach kubelets in other namespaces).
 	ExtraArgs []string
@@ -190,6 +197,10 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 	if opts.ServiceAccounts {
 		admission = nil
 	}
+	serviceCIDRs := ServiceCIDR
+	if opts.DualStackServices {
+		serviceCIDRs += "," + ServiceCIDRv6
+	}
 	cp.apiserverSpec = testenv.ProcessSpec{
 		Name: "kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Dir: cp.Dir,
 		Args: []string{
@@ -201,7 +212,7 @@ func (cp *ControlPlane) start(bin string, opts Options) error {
 			"--service-account-issuer=" + ServiceAccountIssuer,
 			"--service-account-key-file=" + keys.saPub,
 			"--service-account-signing-key-file=" + keys.saKey,
-			"--service-cluster-ip-range=" + ServiceCIDR,
+			"--service-cluster-ip-range=" + serviceCIDRs,
 			"--endpoint-reconciler-type=" + reconciler,
 			"--allow-privileged=true", "--profiling=false", "--v=1",
 		},

@@ -61,24 +61,35 @@ const (
 func start(t testenv.T, nodes int) *env { return startWith(t, nodes, proxyPlugin) }
 
 // startWith brings up nodes whose Services p serves.
-func startWith(t testenv.T, nodes int, p proxy) *env {
+func startWith(t testenv.T, nodes int, p proxy) *env { return startEnv(t, nodes, p, false) }
+
+// startDualStack brings up dual-stack nodes (IPv6 pod CIDRs and IPv6
+// InternalIPs) with service on every agent, whose apiserver and plugins
+// have an IPv4 and an IPv6 Service CIDR.
+func startDualStack(t testenv.T, nodes int) *env { return startEnv(t, nodes, proxyPlugin, true) }
+
+func startEnv(t testenv.T, nodes int, p proxy, dualStack bool) *env {
 	t.Helper()
 	if binsErr != nil {
 		t.Fatalf("a binary the test runs did not build: %v", binsErr)
 	}
 	e := &env{agents: map[string]*nodeagent.Agent{}, kubeProxies: map[string]*kubeProxy{}, kpKubeconfig: map[string]string{}}
-	e.cp = controlplane.Start(t)
+	e.cp = controlplane.StartWithOptions(t, controlplane.Options{DualStackServices: dualStack})
+	cidrs := []string{controlplane.ServiceCIDR}
+	if dualStack {
+		cidrs = append(cidrs, controlplane.ServiceCIDRv6)
+	}
 	nb := nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"],
 		Plugins: map[string]string{"podnet": bins["podnet"], "tunnel": bins["tunnel"], "service": bins["service"]}}
 	enabled := []string{"podnet", "tunnel", "service"}
 	if p == proxyKube {
 		enabled = enabled[:2]
 	}
-	e.c = cluster.Start(t, cluster.Options{Nodes: nodes, Client: e.cp.Client,
+	e.c = cluster.Start(t, cluster.Options{Nodes: nodes, Client: e.cp.Client, DualStack: dualStack, UnderlayIPv6: dualStack,
 		StartAgent: func(t testenv.T, n *cluster.Node) {
 			e.agents[n.Name] = nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: e.cp,
 				Enabled: enabled,
-				Config:  map[string]map[string]any{"service": {"serviceCIDRs": []string{controlplane.ServiceCIDR}}}})
+				Config:  map[string]map[string]any{"service": {"serviceCIDRs": cidrs}}})
 		}})
 	if p == proxyKube {
 		e.startKubeProxies(t)
@@ -219,18 +230,38 @@ func (e *env) createService(t testenv.T, name string, ports []svcPort, edit func
 // the numbers the pods serve).
 func (e *env) endpoints(t testenv.T, svc string, ports []svcPort, pods ...*cluster.Pod) {
 	t.Helper()
+	e.endpointsOf(t, svc, discoveryv1.AddressTypeIPv4, ports, pods...)
+}
+
+// endpoints6 writes the Service's IPv6 EndpointSlice (the pods' IPv6
+// addresses), beside the IPv4 one endpoints writes.
+func (e *env) endpoints6(t testenv.T, svc string, ports []svcPort, pods ...*cluster.Pod) {
+	t.Helper()
+	e.endpointsOf(t, svc, discoveryv1.AddressTypeIPv6, ports, pods...)
+}
+
+func (e *env) endpointsOf(t testenv.T, svc string, family discoveryv1.AddressType, ports []svcPort, pods ...*cluster.Pod) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	name := svc + "-1"
+	if family == discoveryv1.AddressTypeIPv6 {
+		name = svc + "-v6"
+	}
 	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: family,
 		Endpoints:   []discoveryv1.Endpoint{},
 	}
 	for _, p := range ports {
 		es.Ports = append(es.Ports, discoveryv1.EndpointPort{Name: ptr(p.name), Protocol: ptr(p.proto), Port: ptr(p.target)})
 	}
 	for _, p := range pods {
-		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{p.IP().String()},
+		addr := p.IP()
+		if family == discoveryv1.AddressTypeIPv6 {
+			addr = ip6Of(t, p)
+		}
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr.String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}, NodeName: ptr(p.Node.Name),
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: p.Name}})
 	}
@@ -249,6 +280,18 @@ func (e *env) endpoints(t testenv.T, svc string, ports []svcPort, pods ...*clust
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// ip6Of is the pod's IPv6 address.
+func ip6Of(t testenv.T, p *cluster.Pod) net.IP {
+	t.Helper()
+	for _, ip := range p.IPs {
+		if ip.To4() == nil {
+			return ip
+		}
+	}
+	t.Fatalf("pod %s has no IPv6 address (%v)", p.Key(), p.IPs)
+	return nil
+}
 
 // whoami serves, on whoamiPort in ns, each TCP client and each UDP
 // datagram the pod's name and the source address it saw.

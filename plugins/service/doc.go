@@ -46,10 +46,18 @@
 //     address (they arrive with their own addresses, and the answer must
 //     come back through this node). The plugin learns their pod CIDRs
 //     from the host's node events.
-//
-// Not yet: IPv6 and dual-stack Services.
+//   - IPv6 and dual-stack Services, once a serviceCIDR is IPv6: each
+//     address of a Service (spec.clusterIPs, external and load-balancer
+//     IPs, the NodePort on the node's addresses of that family) is
+//     balanced over the EndpointSlices of its own family, with all of the
+//     above. The IPv6 hairpin source and NodePort address are unique local
+//     addresses (fd00:5ce::fd, fd00:5ce::fc): a link-local one would be
+//     on-link for the pods. The node routes the IPv6 Service CIDRs into
+//     the gateway via the IPv6 hairpin address, and its ip6 nftables table
+//     of the same name DNATs IPv6 NodePorts.
 //
 // Config (the plugin's section of the agent config, all optional):
-// serviceCIDRs ([10.96.0.0/12]), gateway (sy-gw0, podnet's), hairpinIP
-// (169.254.0.253), nodePortIP (169.254.0.252).
+// serviceCIDRs ([10.96.0.0/12]; add an IPv6 one for IPv6 Services),
+// gateway (sy-gw0, podnet's), hairpinIP (169.254.0.253), nodePortIP
+// (169.254.0.252), hairpinIPv6 (fd00:5ce::fd), nodePortIPv6 (fd00:5ce::fc).
 package main

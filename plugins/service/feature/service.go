@@ -53,6 +53,13 @@ type Config struct {
 	// NodePortIP is where the node's kernel sends NodePort traffic into
 	// br-int (a link-local address nobody owns).
 	NodePortIP string `json:"nodePortIP,omitempty"`
+	// HairpinIPv6 is hairpinIP for IPv6 Services (default fd00:5ce::fd),
+	// used once a serviceCIDR is IPv6: a unique local address (fc00::/7)
+	// nobody owns, outside the serviceCIDRs.
+	HairpinIPv6 string `json:"hairpinIPv6,omitempty"`
+	// NodePortIPv6 is nodePortIP for IPv6 NodePorts (default fd00:5ce::fc):
+	// a unique local address nobody owns, not hairpinIPv6.
+	NodePortIPv6 string `json:"nodePortIPv6,omitempty"`
 	// StateDir is accepted for symmetry with the other plugins; the
 	// plugin keeps no state: the apiserver is its record.
 	StateDir string `json:"stateDir,omitempty"`
@@ -60,6 +67,10 @@ type Config struct {
 	cidrs    []netip.Prefix
 	hairpin  netip.Addr
 	nodePort netip.Addr
+	// ipv6: a serviceCIDR is IPv6, so IPv6 Services are balanced, through
+	// hairpin6 and nodePort6.
+	ipv6                bool
+	hairpin6, nodePort6 netip.Addr
 }
 
 // ParseConfig reads and checks the config section; an error names the key.
@@ -78,10 +89,11 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	for _, s := range c.ServiceCIDRs {
 		p, err := netip.ParsePrefix(s)
-		if err != nil || !p.Addr().Is4() {
-			return c, fmt.Errorf("service config serviceCIDRs: %q is not an IPv4 CIDR (e.g. 10.96.0.0/12); IPv6 Services are not supported yet", s)
+		if err != nil || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+			return c, fmt.Errorf("service config serviceCIDRs: %q is not a CIDR (e.g. 10.96.0.0/12 or fd00:10:96::/108)", s)
 		}
 		c.cidrs = append(c.cidrs, p.Masked())
+		c.ipv6 = c.ipv6 || p.Addr().Is6()
 	}
 	c.hairpin = flows.DefaultHairpinIP
 	if c.HairpinIP != "" {
@@ -99,14 +111,92 @@ func ParseConfig(b []byte) (Config, error) {
 		}
 		c.nodePort = a
 	}
+	var err error
+	if c.hairpin6, err = c.parseIPv6("hairpinIPv6", c.HairpinIPv6, flows.DefaultHairpinIPv6, netip.Addr{}); err != nil {
+		return c, err
+	}
+	if c.nodePort6, err = c.parseIPv6("nodePortIPv6", c.NodePortIPv6, flows.DefaultNodePortIPv6, c.hairpin6); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
-// routed are the destinations the node sends into br-int: the Service
-// CIDRs and the NodePort address.
-func (c Config) routed() []netip.Prefix {
-	return append(slices.Clone(c.cidrs), netip.PrefixFrom(c.nodePort, 32))
+// ulas are the IPv6 unique local addresses.
+var ulas = netip.MustParsePrefix("fc00::/7")
+
+// parseIPv6 reads one of the IPv6 virtual addresses (def when empty): a
+// unique local address, not other, and in no Service CIDR. Not a
+// link-local one, as for IPv4: a pod holds fe80::/64 on-link, so it would
+// solicit a link-local hairpin source on its own link instead of
+// answering it through its gateway.
+func (c Config) parseIPv6(key, text string, def, other netip.Addr) (netip.Addr, error) {
+	a, err := def, error(nil)
+	if text != "" {
+		a, err = netip.ParseAddr(text)
+	}
+	switch {
+	case err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "":
+		return a, fmt.Errorf("service config %s: %q is not an IPv6 address; use a unique local address nobody owns (fc00::/7, e.g. %s)", key, text, def)
+	case !ulas.Contains(a):
+		return a, fmt.Errorf("service config %s: %s is not a unique local address (fc00::/7); pods would not send it to their gateway if link-local, and a global one may be someone's (e.g. %s)", key, a, def)
+	case a == other:
+		return a, fmt.Errorf("service config %s: %s is hairpinIPv6 too; give each its own address", key, a)
+	}
+	for _, p := range c.cidrs {
+		if p.Contains(a) {
+			return a, fmt.Errorf("service config %s: %s is inside serviceCIDR %s, where ClusterIPs are allocated; set %s to an address outside it", key, a, p, key)
+		}
+	}
+	return a, nil
 }
+
+// hop is the next hop of the routes of family ipv6's destinations into
+// br-int (a permanent neighbour at the gateway's MAC).
+func (c Config) hop(ipv6 bool) netip.Addr {
+	if ipv6 {
+		return c.hairpin6
+	}
+	return c.hairpin
+}
+
+// routed are the destinations of one family the node sends into br-int:
+// the Service CIDRs and the NodePort address; none for IPv6 without an
+// IPv6 Service CIDR.
+func (c Config) routed(ipv6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range c.cidrs {
+		if p.Addr().Is6() == ipv6 {
+			out = append(out, p)
+		}
+	}
+	switch {
+	case !ipv6:
+		out = append(out, netip.PrefixFrom(c.nodePort, 32))
+	case c.ipv6:
+		out = append(out, netip.PrefixFrom(c.nodePort6, 128))
+	}
+	return out
+}
+
+// vip6 is the IPv6 NodePort address when IPv6 Services are balanced
+// (invalid otherwise: the kernel's ip6 tables are left alone).
+func (c Config) vip6() netip.Addr {
+	if c.ipv6 {
+		return c.nodePort6
+	}
+	return netip.Addr{}
+}
+
+// families are the IP families the plugin balances (false: IPv4).
+func (c Config) families() []bool {
+	if c.ipv6 {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+// hostPrefix is the prefix of a alone.
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // Service implements the plugin.
 type Service struct {
@@ -129,13 +219,14 @@ type Service struct {
 	extRoutes map[netip.Addr]bool
 	// applyNodePortsFn is hostnet.ApplyNodePorts (a seam for unit tests,
 	// which must not touch the machine's nftables).
-	applyNodePortsFn func(nodeIPs []netip.Addr, vip netip.Addr, ports []hostnet.NodePort) error
+	applyNodePortsFn func(nodeIPs []netip.Addr, vip, vip6 netip.Addr, ports []hostnet.NodePort) error
 	// installed is what the switch holds, by Service key.
 	installed map[string]installed
 	// groups allocates group IDs: by port key and back.
 	groups   map[string]uint32
 	groupKey map[uint32]string
-	// peers are the IPv4 pod CIDRs of the other nodes, by node name;
+	// peers are the pod CIDRs of the other nodes (IPv6 ones only with IPv6
+	// Services), by node name;
 	// remotePods all of them, sorted: the pods of other nodes, whom a
 	// Local address balances over every endpoint (addRemote).
 	peers      map[string][]netip.Prefix
@@ -216,6 +307,9 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	local.NodePortIP = cfg.nodePort
+	if cfg.ipv6 {
+		local.HairpinIP6, local.NodePortIP6 = cfg.hairpin6, cfg.nodePort6
+	}
 	s.host, s.log, s.cfg, s.local, s.gw = req.Host, req.Host.Logger(), cfg, local, gw
 	s.setFacts(req.Node)
 	if err := s.installMeter(ctx); err != nil {
@@ -224,8 +318,10 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	if err := s.host.Apply(ctx, flow.NewBatch().AddFlows(flows.StaticFlows(s.local)...)); err != nil {
 		return fmt.Errorf("installing the service plugin's node-wide flows: %w", err)
 	}
-	if err := hostnet.Install(gw, cfg.hairpin, cfg.routed()); err != nil {
-		return err
+	for _, v6 := range cfg.families() {
+		if err := hostnet.Install(gw, cfg.hop(v6), cfg.routed(v6)); err != nil {
+			return err
+		}
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slim))
 	svcInf := factory.Core().V1().Services()
@@ -260,7 +356,7 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 	s.cancel, s.done = cancel, make(chan struct{})
 	factory.Start(run.Done())
 	go s.run(run, factory, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced)
-	s.log.Info("service plugin started", "service_cidrs", cfg.cidrs, "hairpin_ip", cfg.hairpin, "gateway", cfg.Gateway,
+	s.log.Info("service plugin started", "service_cidrs", cfg.cidrs, "hairpin_ip", cfg.hairpin, "ipv6", cfg.ipv6, "hairpin_ipv6", local.HairpinIP6, "gateway", cfg.Gateway,
 		"dnat_zone", local.DNATZone, "snat_zone", local.SNATZone, "ct_mark_offset", local.MarkOffset)
 	return nil
 }
@@ -440,7 +536,7 @@ func (s *Service) applyExternalRoutes() error {
 	var errs []error
 	for a := range s.extRoutes {
 		if !want[a] {
-			if err := hostnet.DelRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)); err != nil {
+			if err := hostnet.DelRoute(s.gw, s.cfg.hop(a.Is6()), hostPrefix(a)); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -449,7 +545,7 @@ func (s *Service) applyExternalRoutes() error {
 	}
 	for a := range want {
 		if !s.extRoutes[a] {
-			if err := hostnet.AddRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)); err != nil {
+			if err := hostnet.AddRoute(s.gw, s.cfg.hop(a.Is6()), hostPrefix(a)); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -465,12 +561,21 @@ func (s *Service) applyNodePorts() error {
 	var ps []hostnet.NodePort
 	for _, in := range s.installed {
 		for _, p := range in.ports {
-			if p.ClusterIP == s.cfg.nodePort {
+			switch {
+			case p.ClusterIP == s.cfg.nodePort:
 				ps = append(ps, hostnet.NodePort{Proto: p.Proto, Port: p.Port})
+			case s.cfg.ipv6 && p.ClusterIP == s.cfg.nodePort6:
+				ps = append(ps, hostnet.NodePort{Proto: p.Proto, Port: p.Port, IPv6: true})
 			}
 		}
 	}
 	slices.SortFunc(ps, func(a, b hostnet.NodePort) int {
+		if a.IPv6 != b.IPv6 {
+			if a.IPv6 {
+				return 1
+			}
+			return -1
+		}
 		if a.Proto != b.Proto {
 			return int(a.Proto) - int(b.Proto)
 		}
@@ -480,7 +585,7 @@ func (s *Service) applyNodePorts() error {
 	if s.nodePortsSet && slices.Equal(ps, s.nodePorts) {
 		return nil
 	}
-	if err := s.applyNodePortsFn(s.nodeIPs, s.cfg.nodePort, ps); err != nil {
+	if err := s.applyNodePortsFn(s.nodeIPs, s.cfg.nodePort, s.cfg.vip6(), ps); err != nil {
 		return err
 	}
 	s.nodePorts, s.nodePortsSet = ps, true
@@ -605,8 +710,12 @@ func (s *Service) desired(key string, svc *corev1.Service, sl []*discoveryv1.End
 	}
 	for _, ipText := range ips {
 		ip, err := netip.ParseAddr(ipText)
-		if err != nil || !ip.Is4() {
-			continue // "None" (headless), or IPv6: not balanced here yet
+		if err != nil {
+			continue // "None" (headless)
+		}
+		if ip = ip.Unmap(); ip.Is6() && !s.cfg.ipv6 {
+			s.log.Debug("an IPv6 ClusterIP, but no IPv6 serviceCIDR in the plugin's config: not balanced", "service", key, "cluster_ip", ip)
+			continue
 		}
 		for _, sp := range svc.Spec.Ports {
 			proto, ok := protocols[sp.Protocol]
@@ -614,7 +723,7 @@ func (s *Service) desired(key string, svc *corev1.Service, sl []*discoveryv1.End
 				continue
 			}
 			p := flows.Port{Service: key, Name: sp.Name, Proto: proto, ClusterIP: ip, Port: uint16(sp.Port),
-				Endpoints: endpointsOf(sp, sl, s.podCIDRs)}
+				Endpoints: endpointsOf(sp, sl, s.podCIDRs, ip.Is6())}
 			p.Group = s.group(fmt.Sprintf("%s/%s/%s/%s", key, ip, sp.Protocol, sp.Name))
 			p.Affinity = affinityOf(svc)
 			if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
@@ -626,7 +735,7 @@ func (s *Service) desired(key string, svc *corev1.Service, sl []*discoveryv1.End
 				in.add(s.local, np)
 				s.addRemote(&in, key, np, p)
 			}
-			for _, ext := range externalIPs(svc) {
+			for _, ext := range externalIPs(svc, ip.Is6()) {
 				xp := s.externalOf(key, svc, sp, proto, p, ext)
 				in.add(s.local, xp)
 				s.addRemote(&in, key, xp, p)
@@ -679,12 +788,13 @@ func (s *Service) sourceOf(svc *corev1.Service, sl []*discoveryv1.EndpointSlice)
 }
 
 // externalIPs are the Service's spec.externalIPs and load-balancer
-// ingress IPs (IPv4).
-func externalIPs(svc *corev1.Service) []netip.Addr {
+// ingress IPs of one family (IPv6 or IPv4): the ClusterIP's of that
+// family balances them.
+func externalIPs(svc *corev1.Service, ipv6 bool) []netip.Addr {
 	var out []netip.Addr
 	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil && a.Is4() && !slices.Contains(out, a) {
-			out = append(out, a)
+		if a, err := netip.ParseAddr(s); err == nil && a.Unmap().Is6() == ipv6 && !slices.Contains(out, a.Unmap()) {
+			out = append(out, a.Unmap())
 		}
 	}
 	for _, a := range svc.Spec.ExternalIPs {
@@ -753,7 +863,11 @@ func (in *installed) add(l flows.Local, p flows.Port) {
 // are balanced over its endpoints instead, as kube-proxy does.
 func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServicePort, proto uint8, cluster flows.Port) flows.Port {
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-	p := flows.Port{Service: key, Name: sp.Name + "@nodeport", Proto: proto, ClusterIP: s.cfg.nodePort, Port: uint16(sp.NodePort), SNAT: !local}
+	vip, name, groupKey := s.cfg.nodePort, sp.Name+"@nodeport", "nodeport"
+	if cluster.ClusterIP.Is6() {
+		vip, name, groupKey = s.cfg.nodePort6, sp.Name+"@nodeport6", "nodeport6"
+	}
+	p := flows.Port{Service: key, Name: name, Proto: proto, ClusterIP: vip, Port: uint16(sp.NodePort), SNAT: !local}
 	if local && len(cluster.Endpoints) > 0 {
 		// The node's own connections come masqueraded to its gateway
 		// address, inside the pod CIDR (package hostnet).
@@ -769,7 +883,7 @@ func (s *Service) nodePortOf(key string, svc *corev1.Service, sp corev1.ServiceP
 		p.Endpoints = append(p.Endpoints, e)
 	}
 	if sp.NodePort != 0 {
-		p.Group = s.group(fmt.Sprintf("%s/nodeport/%s/%d", key, sp.Protocol, sp.NodePort))
+		p.Group = s.group(fmt.Sprintf("%s/%s/%s/%d", key, groupKey, sp.Protocol, sp.NodePort))
 	}
 	p.Affinity = affinityOf(svc)
 	return p
@@ -793,11 +907,16 @@ var protocols = map[corev1.Protocol]uint8{
 	corev1.ProtocolTCP: flows.ProtoTCP, corev1.ProtocolUDP: flows.ProtoUDP, corev1.ProtocolSCTP: flows.ProtoSCTP, "": flows.ProtoTCP,
 }
 
-// endpointsOf picks the endpoints of one Service port from its slices, as
-// kube-proxy does: ready ones; if none is ready, the serving ones that are
-// terminating. The slice port is found by the Service port's name (the
-// EndpointSlice controller resolved a named targetPort per pod).
-func endpointsOf(sp corev1.ServicePort, sl []*discoveryv1.EndpointSlice, podCIDRs []netip.Prefix) []flows.Endpoint {
+// endpointsOf picks the endpoints of one Service port from its slices of
+// one family (IPv6 or IPv4), as kube-proxy does: ready ones; if none is
+// ready, the serving ones that are terminating. The slice port is found by
+// the Service port's name (the EndpointSlice controller resolved a named
+// targetPort per pod).
+func endpointsOf(sp corev1.ServicePort, sl []*discoveryv1.EndpointSlice, podCIDRs []netip.Prefix, ipv6 bool) []flows.Endpoint {
+	family := discoveryv1.AddressTypeIPv4
+	if ipv6 {
+		family = discoveryv1.AddressTypeIPv6
+	}
 	var ready, terminating []flows.Endpoint
 	seen := map[flows.Endpoint]bool{}
 	proto := sp.Protocol
@@ -805,7 +924,7 @@ func endpointsOf(sp corev1.ServicePort, sl []*discoveryv1.EndpointSlice, podCIDR
 		proto = corev1.ProtocolTCP
 	}
 	for _, es := range sl {
-		if es.AddressType != discoveryv1.AddressTypeIPv4 {
+		if es.AddressType != family {
 			continue
 		}
 		var port uint16
@@ -834,9 +953,10 @@ func endpointsOf(sp corev1.ServicePort, sl []*discoveryv1.EndpointSlice, podCIDR
 			term := c.Terminating != nil && *c.Terminating
 			for _, a := range e.Addresses {
 				ip, err := netip.ParseAddr(a)
-				if err != nil || !ip.Is4() {
+				if err != nil || ip.Unmap().Is6() != ipv6 {
 					continue
 				}
+				ip = ip.Unmap()
 				ep := flows.Endpoint{IP: ip, Port: port, Local: slices.ContainsFunc(podCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) })}
 				if seen[ep] {
 					continue
@@ -941,6 +1061,18 @@ func (s *Service) setFacts(n sdk.NodeFacts) {
 			}
 		}
 	}
+	s.local.GatewayIP6 = netip.Addr{}
+	if s.cfg.ipv6 {
+		for _, c := range n.PodCIDRs {
+			if c.Addr().Is6() {
+				s.local.GatewayIP6 = c.Masked().Addr().Next() // as for IPv4: podnet's gateway
+				break
+			}
+		}
+		if n.GatewayIP.Is6() {
+			s.local.GatewayIP6 = n.GatewayIP
+		}
+	}
 	s.gwMAC = n.GatewayMAC
 	if len(s.gwMAC) != 6 && s.gw != nil {
 		s.gwMAC = s.gw.Attrs().HardwareAddr
@@ -975,7 +1107,7 @@ func (s *Service) NodeEvent(_ context.Context, req sdk.NodeEventRequest, _ *sdk.
 	var cidrs []netip.Prefix
 	if req.Kind != sdk.NodeDeleted {
 		for _, c := range req.Node.PodCIDRs {
-			if c.Addr().Is4() && !slices.Contains(s.podCIDRs, c.Masked()) {
+			if (c.Addr().Is4() || s.cfg.ipv6) && !slices.Contains(s.podCIDRs, c.Masked()) {
 				cidrs = append(cidrs, c.Masked())
 			}
 		}
@@ -1047,7 +1179,10 @@ func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespon
 	s.log.Info("unloaded: removing the route to the Service CIDRs and external IPs and the NodePort table", "service_cidrs", s.cfg.cidrs)
 	var errs []error
 	for a := range s.extRoutes {
-		errs = append(errs, hostnet.DelRoute(s.gw, s.cfg.hairpin, netip.PrefixFrom(a, 32)))
+		errs = append(errs, hostnet.DelRoute(s.gw, s.cfg.hop(a.Is6()), hostPrefix(a)))
 	}
-	return errors.Join(append(errs, hostnet.Remove(s.gw, s.cfg.hairpin, s.cfg.routed()), hostnet.ApplyNodePorts(nil, s.cfg.nodePort, nil))...)
+	for _, v6 := range s.cfg.families() {
+		errs = append(errs, hostnet.Remove(s.gw, s.cfg.hop(v6), s.cfg.routed(v6)))
+	}
+	return errors.Join(append(errs, hostnet.ApplyNodePorts(nil, s.cfg.nodePort, s.cfg.vip6(), nil))...)
 }

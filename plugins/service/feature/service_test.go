@@ -25,18 +25,48 @@ func ptr[T any](v T) *T { return &v }
 
 func TestParseConfig(t *testing.T) {
 	c, err := ParseConfig(nil)
-	if err != nil || c.Gateway != DefaultGateway || c.cidrs[0].String() != DefaultServiceCIDR || c.hairpin != flows.DefaultHairpinIP {
+	if err != nil || c.Gateway != DefaultGateway || c.cidrs[0].String() != DefaultServiceCIDR || c.hairpin != flows.DefaultHairpinIP || c.ipv6 {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
 	for _, tc := range []struct{ in, key string }{
 		{`{"serviceCIDRs": ["10.96.0.0/33"]}`, "serviceCIDRs"},
-		{`{"serviceCIDRs": ["fd00::/108"]}`, "serviceCIDRs"},
+		{`{"serviceCIDRs": ["::ffff:10.96.0.0/108"]}`, "serviceCIDRs"},
 		{`{"hairpinIP": "10.0.0.1"}`, "hairpinIP"},
 		{`{"gateway": 5}`, "service config"},
+		{`{"hairpinIPv6": "10.0.0.1"}`, "hairpinIPv6: \"10.0.0.1\" is not an IPv6 address"},
+		{`{"hairpinIPv6": "fe80::fd"}`, "hairpinIPv6: fe80::fd is not a unique local address"},
+		{`{"nodePortIPv6": "2001:db8::1"}`, "nodePortIPv6: 2001:db8::1 is not a unique local address"},
+		{`{"nodePortIPv6": "fd00:5ce::fd"}`, "nodePortIPv6: fd00:5ce::fd is hairpinIPv6 too"},
+		{`{"serviceCIDRs": ["fd00:5ce::/64"]}`, "hairpinIPv6: fd00:5ce::fd is inside serviceCIDR fd00:5ce::/64"},
 	} {
 		if _, err := ParseConfig([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.key) {
-			t.Errorf("%s: got %v, want an error naming %s", tc.in, err, tc.key)
+			t.Errorf("%s: got %v, want an error with %q", tc.in, err, tc.key)
 		}
+	}
+	for _, tc := range []struct {
+		name, in string
+		ipv6     bool
+		hairpin6 string
+		routed   [2]string // IPv4, IPv6
+	}{
+		{"IPv4 only", `{"serviceCIDRs": ["10.96.0.0/16"]}`, false, "fd00:5ce::fd", [2]string{"[10.96.0.0/16 169.254.0.252/32]", "[]"}},
+		{"dual-stack", `{"serviceCIDRs": ["10.96.0.0/16", "fd00:10:96::/108"]}`, true, "fd00:5ce::fd",
+			[2]string{"[10.96.0.0/16 169.254.0.252/32]", "[fd00:10:96::/108 fd00:5ce::fc/128]"}},
+		{"IPv6 only, own addresses", `{"serviceCIDRs": ["fd00:10:96::/108"], "hairpinIPv6": "fd99::1", "nodePortIPv6": "fd99::2"}`, true, "fd99::1",
+			[2]string{"[169.254.0.252/32]", "[fd00:10:96::/108 fd99::2/128]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ipv6 != tc.ipv6 || c.hop(true).String() != tc.hairpin6 || c.hop(false) != flows.DefaultHairpinIP {
+				t.Errorf("ipv6 %v, hops %s and %s; want %v, %s", c.ipv6, c.hop(false), c.hop(true), tc.ipv6, tc.hairpin6)
+			}
+			if got := [2]string{fmt.Sprint(c.routed(false)), fmt.Sprint(c.routed(true))}; got != tc.routed {
+				t.Errorf("routed %v, want %v", got, tc.routed)
+			}
+		})
 	}
 }
 
@@ -90,7 +120,7 @@ func TestEndpointsOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.want, endpointsOf(sp, tt.slices, local), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
+			if d := cmp.Diff(tt.want, endpointsOf(sp, tt.slices, local, false), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
 				t.Errorf("endpoints (-want +got):\n%s", d)
 			}
 		})
@@ -117,7 +147,7 @@ func TestSlim(t *testing.T) {
 		t.Errorf("slim Service: %+v", svc.ObjectMeta)
 	}
 	if es.ManagedFields != nil || len(es.Labels) != 1 || sliceKey(es) != "default/web" || es.ResourceVersion != "8" || es.Endpoints[0].TargetRef != nil ||
-		len(endpointsOf(corev1.ServicePort{Name: "http", Port: 80}, []*discoveryv1.EndpointSlice{es}, nil)) != 1 {
+		len(endpointsOf(corev1.ServicePort{Name: "http", Port: 80}, []*discoveryv1.EndpointSlice{es}, nil, false)) != 1 {
 		t.Errorf("slim EndpointSlice: %+v", es)
 	}
 }
@@ -132,7 +162,7 @@ func testService(h sdk.Host) (*Service, cache.Indexer, cache.Indexer) {
 
 func newTestService(h sdk.Host, svcs, sl cache.Indexer) *Service {
 	s := New()
-	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
+	s.applyNodePortsFn = func([]netip.Addr, netip.Addr, netip.Addr, []hostnet.NodePort) error { return nil }
 	s.host, s.svcs, s.slices = h, listersv1.NewServiceLister(svcs), sl
 	s.local = flows.Local{DNATZone: 5, SNATZone: 6, HairpinIP: flows.DefaultHairpinIP}
 	return s
@@ -368,5 +398,106 @@ func TestLocalAddressRemotePods(t *testing.T) {
 	}
 	if c := companion("default/np-local"); c != nil {
 		t.Errorf("companion port %+v left after node-2 went", *c)
+	}
+}
+
+// TestDualStackService: each ClusterIP of a dual-stack Service is balanced
+// over the endpoints of its own family (the IPv6 ones in their own
+// EndpointSlice), with a NodePort for each family's node addresses; an
+// IPv6 UDP endpoint that leaves has its conntrack entries flushed; with an
+// IPv4-only config the IPv6 ClusterIP is left alone.
+func TestDualStackService(t *testing.T) {
+	ctx := context.Background()
+	h := &flushingHost{}
+	s, svcs, sl := testService(&h.recordingHost)
+	s.host = h
+	var handed []hostnet.NodePort
+	var vips []netip.Addr
+	s.applyNodePortsFn = func(_ []netip.Addr, vip, vip6 netip.Addr, ps []hostnet.NodePort) error {
+		handed, vips = ps, []netip.Addr{vip, vip6}
+		return nil
+	}
+	cfg, err := ParseConfig([]byte(`{"serviceCIDRs": ["10.96.0.0/16", "fd00:10:96::/108"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cfg = cfg
+	s.podCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+	svcs.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10", "fd00:10:96::a"},
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}, ExternalIPs: []string{"198.18.0.50", "fd00:198:18::50"},
+			Ports: []corev1.ServicePort{{Name: "dns", Port: 53, NodePort: 30053, Protocol: corev1.ProtocolUDP}}}})
+	v4 := slice("web-v4", "web", "dns", 5353, map[string]discoveryv1.EndpointConditions{"10.244.1.5": ready, "10.244.2.5": ready})
+	v4.Ports[0].Protocol = ptr(corev1.ProtocolUDP)
+	v6 := func(eps map[string]discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
+		es := slice("web-v6", "web", "dns", 5353, eps)
+		es.AddressType, es.Ports[0].Protocol = discoveryv1.AddressTypeIPv6, ptr(corev1.ProtocolUDP)
+		return es
+	}
+	sl.Add(v4)
+	sl.Add(v6(map[string]discoveryv1.EndpointConditions{"fd00:10:244:1::5": ready, "fd00:10:244:2::5": ready}))
+	if err := s.sync(ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	type summary struct {
+		Name, Addr string
+		Endpoints  []string
+	}
+	var got []summary
+	for _, p := range s.installed["default/web"].ports {
+		var eps []string
+		for _, e := range p.Endpoints {
+			eps = append(eps, netip.AddrPortFrom(e.IP, e.Port).String())
+		}
+		got = append(got, summary{p.Name, p.ClusterIP.String(), eps})
+	}
+	four := []string{"10.244.1.5:5353", "10.244.2.5:5353"}
+	six := []string{"[fd00:10:244:1::5]:5353", "[fd00:10:244:2::5]:5353"}
+	want := []summary{
+		{"dns", "10.96.0.10", four},
+		{"dns@nodeport", "169.254.0.252", four},
+		{"dns@198.18.0.50", "198.18.0.50", four},
+		{"dns", "fd00:10:96::a", six},
+		{"dns@nodeport6", "fd00:5ce::fc", six},
+		{"dns@fd00:198:18::50", "fd00:198:18::50", six},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ports (-want +got):\n%s", d)
+	}
+	wantNP := []hostnet.NodePort{{Proto: flows.ProtoUDP, Port: 30053}, {Proto: flows.ProtoUDP, Port: 30053, IPv6: true}}
+	if d := cmp.Diff(wantNP, handed); d != "" || vips[1] != flows.DefaultNodePortIPv6 {
+		t.Errorf("NodePorts handed to the kernel (-want +got):\n%s (addresses %v)", d, vips)
+	}
+	if ext := s.installed["default/web"].external; len(ext) != 2 || ext[1] != netip.MustParseAddr("fd00:198:18::50") {
+		t.Errorf("external routes %v, want both families", ext)
+	}
+
+	// One IPv6 endpoint leaves: its entries through the IPv6 addresses go.
+	sl.Update(v6(map[string]discoveryv1.EndpointConditions{"fd00:10:244:1::5": ready}))
+	if err := s.sync(ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	var flushed []string
+	for _, f := range h.flushes {
+		flushed = append(flushed, fmt.Sprintf("%s -> %s", f.Orig.Dst, netip.AddrPortFrom(f.Reply.Src, f.Reply.SrcPort)))
+	}
+	wantFlushed := []string{
+		"fd00:10:96::a -> [fd00:10:244:2::5]:5353",
+		"fd00:5ce::fc -> [fd00:10:244:2::5]:5353",
+		"fd00:198:18::50 -> [fd00:10:244:2::5]:5353",
+	}
+	if d := cmp.Diff(wantFlushed, flushed); d != "" {
+		t.Errorf("conntrack flushes (-want +got):\n%s", d)
+	}
+
+	// Without an IPv6 serviceCIDR the IPv6 addresses are not balanced.
+	s.cfg, _ = ParseConfig(nil)
+	svcs.Update(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"fd00:10:96::a"}, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}})
+	if err := s.sync(ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	if ps := s.installed["default/web"].ports; len(ps) != 0 {
+		t.Errorf("an IPv4-only plugin balances %+v", ps)
 	}
 }

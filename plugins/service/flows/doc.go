@@ -5,7 +5,8 @@
 // set is unit-tested, and the same functions give what to add, what to
 // delete and what a restarted plugin re-installs.
 //
-// The path of a packet (IP pipeline, tables in stage order):
+// The path of a packet (IP pipeline, tables in stage order; IPv6 packets
+// take the same path, with the IPv6 counterparts of the addresses):
 //
 //	ConntrackState  service.unsnat     nw_dst=HairpinIP or GatewayIP: ct(zone=snat,nat) undoes a
 //	                                   hairpin or NodePort SNAT
@@ -54,7 +55,19 @@
 // at the gateway's own MAC: the packets enter br-int from the gateway port
 // addressed like routed pod traffic (package hostnet).
 //
-// IPv4 only for now: the endpoint register is 32 bits.
+// IPv6: a Service address of either family is a Port of its own, with its
+// own group, balanced over the endpoints of its family. An IPv6 endpoint
+// takes four 32-bit register words (a field is at most 32 bits and never
+// spans two registers): service.ep_ip6_0..2 hold bits 127..32 and
+// service.ep_ip, the IPv4 endpoint's field, its low word (a packet is of
+// one family). The buckets load them, the dnat flows match all four, and
+// the affinity learn copies them. The node-wide flows have IPv6
+// counterparts with HairpinIP6, NodePortIP6 and GatewayIP6. With every
+// in-tree plugin loaded (podnet, tunnel, netpol, service, egress) the
+// registers hold 37 well-known bits, 20 of netpol's and 171 of the
+// service plugin's: 228 of 512. Each 32-bit field takes a register of its
+// own (with netpol registered first: service's in reg0 bits 25-27 and
+// reg2-reg7), so reg8-reg15 stay free.
 //
 // To add a flow kind: add it to StaticFlows or PortFlows and extend the
 // golden lists in flows_test.go.

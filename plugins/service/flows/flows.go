@@ -1,10 +1,12 @@
 package flows
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
+	"slices"
 
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
@@ -60,8 +62,18 @@ var (
 	// endpoint never share a flow.
 	FieldSvc = flow.Field{Name: "service.svc", Width: 24}
 	// FieldEPIP and FieldEPPort are the endpoint a group bucket chose.
+	// FieldEPIP holds an IPv4 endpoint, or the low 32 bits of an IPv6 one
+	// (a packet is of one family, so the word is shared).
 	FieldEPIP   = flow.Field{Name: "service.ep_ip", Width: 32}
 	FieldEPPort = flow.Field{Name: "service.ep_port", Width: 16}
+	// FieldEPIP6 are the upper three words of an IPv6 endpoint, most
+	// significant first (bits 127..96, 95..64, 63..32): a register field
+	// is at most 32 bits and never spans two registers.
+	FieldEPIP6 = [3]flow.Field{
+		{Name: "service.ep_ip6_0", Width: 32},
+		{Name: "service.ep_ip6_1", Width: 32},
+		{Name: "service.ep_ip6_2", Width: 32},
+	}
 	// FieldHairpin marks a packet of a connection from an endpoint to
 	// itself through its Service.
 	FieldHairpin = flow.Field{Name: "service.hairpin", Width: 1}
@@ -76,7 +88,8 @@ var (
 
 // Fields lists the register fields the plugin requests.
 func Fields() []flow.Field {
-	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT, FieldAffinity}
+	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT, FieldAffinity,
+		FieldEPIP6[0], FieldEPIP6[1], FieldEPIP6[2]}
 }
 
 // Shared resources, by name.
@@ -108,6 +121,15 @@ var DefaultHairpinIP = netip.MustParseAddr("169.254.0.253")
 // where the NodePort's flows balance it.
 var DefaultNodePortIP = netip.MustParseAddr("169.254.0.252")
 
+// DefaultHairpinIPv6 and DefaultNodePortIPv6 are their IPv6 counterparts.
+// They are unique local addresses (fd00::/8), not link-local: a pod holds
+// fe80::/64 on-link on its interface, so it would solicit a link-local
+// hairpin source instead of answering it through its gateway.
+var (
+	DefaultHairpinIPv6  = netip.MustParseAddr("fd00:5ce::fd")
+	DefaultNodePortIPv6 = netip.MustParseAddr("fd00:5ce::fc")
+)
+
 // Local is what the flows need of this node: the granted zones and bits,
 // and its addresses.
 type Local struct {
@@ -125,7 +147,35 @@ type Local struct {
 	// cluster only).
 	NodePortIP netip.Addr
 	GatewayMAC net.HardwareAddr
+	// HairpinIP6, GatewayIP6 and NodePortIP6 are the IPv6 counterparts
+	// (invalid: no IPv6 flows of that kind).
+	HairpinIP6, GatewayIP6, NodePortIP6 netip.Addr
 }
+
+// family is what the flows of one IP family need of Local.
+type family struct {
+	v                          flow.IPVersion
+	hairpin, gateway, nodePort netip.Addr
+}
+
+func (l Local) families() []family {
+	fs := []family{{flow.V4, l.HairpinIP, l.GatewayIP, l.NodePortIP}}
+	if l.HairpinIP6.IsValid() {
+		fs = append(fs, family{flow.V6, l.HairpinIP6, l.GatewayIP6, l.NodePortIP6})
+	}
+	return fs
+}
+
+// versionOf is the IP version of a.
+func versionOf(a netip.Addr) flow.IPVersion {
+	if a.Is4() {
+		return flow.V4
+	}
+	return flow.V6
+}
+
+// host is the prefix of a alone.
+func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // LocalOf reads the grants of an assignment.
 func LocalOf(grants map[string]sdk.Grant, hairpin netip.Addr) (Local, error) {
@@ -164,75 +214,85 @@ var (
 )
 
 // StaticFlows are the node-wide flows: conntrack for every IP packet, the
-// hairpin SNAT and its undoing, and hairpin output.
+// hairpin SNAT and its undoing, and hairpin output; for IPv4, and for IPv6
+// when l has a HairpinIP6.
 func StaticFlows(l Local) []flow.Flow {
 	hairpin := flow.Match{}.Field(FieldHairpin, 1)
 	next := flow.NextTable()
-	fs := []flow.Flow{
-		{Table: UnSNAT, Priority: prioService, Match: flow.Match{}.IPv4().IPv4Dst(l.HairpinIP),
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
-		{Table: Conntrack, Priority: prioDefault, Match: flow.Match{}.IPv4(),
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.DNATZone, NAT: &flow.NAT{}, Resume: next})}},
-		{Table: CTMark, Priority: prioService, Match: flow.Match{}.IPv4().CTMark(l.MarkHairpin(), l.MarkHairpin()),
-			Actions: []flow.Action{flow.LoadField(FieldHairpin, 1)}, Goto: next},
-		// Every packet of a hairpin connection in the original direction:
-		// the first commits the SNAT, later ones get the same binding
-		// (a commit on an existing connection keeps its NAT).
-		{Table: SNAT, Priority: prioService, Match: trkFw.IPv4().Field(FieldHairpin, 1),
-			Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: l.SNATZone, Resume: next,
-				NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: l.HairpinIP}})}},
-		{Table: Output, Priority: prioService, Match: hairpin.Field(flow.FieldOutputReady, 1),
-			Actions: []flow.Action{flow.OutputInPort()}},
-		// What no Service flow claims passes service.affinity and
-		// service.select, which only resubmits and gotos reach.
-		{Table: LB, Priority: prioMiss, Goto: flow.GotoTable(DNAT)},
-	}
-	if l.NodePortIP.IsValid() && len(l.GatewayMAC) == 6 {
-		// The answers of every NodePort connection leave through the
-		// gateway, whoever the client: the node's kernel DNATed the node's
-		// address to NodePortIP, and only it can undo that. Routed by
-		// their destination instead, answers to a pod (a pod dialling a
-		// node's address) would reach it from NodePortIP, an address it
-		// never dialled, and it would drop them. After the un-DNAT in
-		// service.conntrack only such answers come from NodePortIP, which
-		// nothing owns. Here, after Routing: the Switching stage sends the
-		// packet to the gateway port by its MAC.
-		fromNodePort := flow.Match{}.IPv4().IPv4Src(l.NodePortIP)
+	fams := l.families()
+	var fs []flow.Flow
+	for _, fam := range fams {
+		ip := flow.Match{}.IP(fam.v)
 		fs = append(fs,
-			flow.Flow{Table: SNAT, Priority: prioDefault, Match: fromNodePort,
-				Actions: []flow.Action{flow.SetEthDst(l.GatewayMAC)}, Goto: next},
-			// An endpoint that reached itself through its node's NodePort
-			// is a hairpin too, but its answers go to the gateway like the
-			// others, not back out of the endpoint's port.
-			flow.Flow{Table: Output, Priority: prioHairpin, Match: fromNodePort.Field(FieldHairpin, 1).Field(flow.FieldOutputReady, 1),
-				Goto: next},
-		)
-	}
-	if len(l.GatewayMAC) == 6 {
-		// A hairpin that entered from the gateway goes back out of it only
-		// when it is routed to the gateway (a host-network endpoint, which
-		// is the node itself); an endpoint pod that reached itself through
-		// its node's NodePort comes from the gateway too, and is delivered
-		// to its own port like any routed packet.
-		fromGW := hairpin.Field(flow.FieldOutputReady, 1).Field(flow.FieldPacketSource, flow.PacketSourceGateway)
-		fs = append(fs,
-			flow.Flow{Table: Output, Priority: prioGatewayHairpin, Match: fromGW.EthDst(l.GatewayMAC),
-				Actions: []flow.Action{flow.OutputInPort()}},
-			flow.Flow{Table: Output, Priority: prioGatewayRouted, Match: fromGW, Goto: next},
-		)
-	}
-	if l.GatewayIP.IsValid() {
-		fs = append(fs,
-			// Answers to NodePort connections SNATed to the gateway IP;
-			// anything else to the gateway IP finds no entry and passes.
-			flow.Flow{Table: UnSNAT, Priority: prioService, Match: flow.Match{}.IPv4().IPv4Dst(l.GatewayIP),
+			flow.Flow{Table: UnSNAT, Priority: prioService, Match: ip.IPDst(host(fam.hairpin)),
 				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
-			flow.Flow{Table: CTMark, Priority: prioService, Match: flow.Match{}.IPv4().CTMark(l.MarkSNAT(), l.MarkSNAT()),
-				Actions: []flow.Action{flow.LoadField(FieldSNAT, 1)}, Goto: next},
-			flow.Flow{Table: SNAT, Priority: prioService, Match: trkFw.IPv4().Field(FieldSNAT, 1),
+			flow.Flow{Table: Conntrack, Priority: prioDefault, Match: ip,
+				Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.DNATZone, NAT: &flow.NAT{}, Resume: next})}},
+			flow.Flow{Table: CTMark, Priority: prioService, Match: ip.CTMark(l.MarkHairpin(), l.MarkHairpin()),
+				Actions: []flow.Action{flow.LoadField(FieldHairpin, 1)}, Goto: next},
+			// Every packet of a hairpin connection in the original direction:
+			// the first commits the SNAT, later ones get the same binding
+			// (a commit on an existing connection keeps its NAT).
+			flow.Flow{Table: SNAT, Priority: prioService, Match: trkFw.IP(fam.v).Field(FieldHairpin, 1),
 				Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: l.SNATZone, Resume: next,
-					NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: l.GatewayIP}})}},
+					NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: fam.hairpin}})}},
 		)
+		if fam.v == flow.V4 {
+			fs = append(fs,
+				flow.Flow{Table: Output, Priority: prioService, Match: hairpin.Field(flow.FieldOutputReady, 1),
+					Actions: []flow.Action{flow.OutputInPort()}},
+				// What no Service flow claims passes service.affinity and
+				// service.select, which only resubmits and gotos reach.
+				flow.Flow{Table: LB, Priority: prioMiss, Goto: flow.GotoTable(DNAT)},
+			)
+		}
+		if fam.nodePort.IsValid() && len(l.GatewayMAC) == 6 {
+			// The answers of every NodePort connection leave through the
+			// gateway, whoever the client: the node's kernel DNATed the node's
+			// address to NodePortIP, and only it can undo that. Routed by
+			// their destination instead, answers to a pod (a pod dialling a
+			// node's address) would reach it from NodePortIP, an address it
+			// never dialled, and it would drop them. After the un-DNAT in
+			// service.conntrack only such answers come from NodePortIP, which
+			// nothing owns. Here, after Routing: the Switching stage sends the
+			// packet to the gateway port by its MAC.
+			fromNodePort := ip.IPSrc(host(fam.nodePort))
+			fs = append(fs,
+				flow.Flow{Table: SNAT, Priority: prioDefault, Match: fromNodePort,
+					Actions: []flow.Action{flow.SetEthDst(l.GatewayMAC)}, Goto: next},
+				// An endpoint that reached itself through its node's NodePort
+				// is a hairpin too, but its answers go to the gateway like the
+				// others, not back out of the endpoint's port.
+				flow.Flow{Table: Output, Priority: prioHairpin, Match: fromNodePort.Field(FieldHairpin, 1).Field(flow.FieldOutputReady, 1),
+					Goto: next},
+			)
+		}
+		if fam.v == flow.V4 && len(l.GatewayMAC) == 6 {
+			// A hairpin that entered from the gateway goes back out of it only
+			// when it is routed to the gateway (a host-network endpoint, which
+			// is the node itself); an endpoint pod that reached itself through
+			// its node's NodePort comes from the gateway too, and is delivered
+			// to its own port like any routed packet. (Either family.)
+			fromGW := hairpin.Field(flow.FieldOutputReady, 1).Field(flow.FieldPacketSource, flow.PacketSourceGateway)
+			fs = append(fs,
+				flow.Flow{Table: Output, Priority: prioGatewayHairpin, Match: fromGW.EthDst(l.GatewayMAC),
+					Actions: []flow.Action{flow.OutputInPort()}},
+				flow.Flow{Table: Output, Priority: prioGatewayRouted, Match: fromGW, Goto: next},
+			)
+		}
+		if fam.gateway.IsValid() {
+			fs = append(fs,
+				// Answers to NodePort connections SNATed to the gateway IP;
+				// anything else to the gateway IP finds no entry and passes.
+				flow.Flow{Table: UnSNAT, Priority: prioService, Match: ip.IPDst(host(fam.gateway)),
+					Actions: []flow.Action{flow.Conntrack(flow.CT{Zone: l.SNATZone, NAT: &flow.NAT{}, Resume: next})}},
+				flow.Flow{Table: CTMark, Priority: prioService, Match: ip.CTMark(l.MarkSNAT(), l.MarkSNAT()),
+					Actions: []flow.Action{flow.LoadField(FieldSNAT, 1)}, Goto: next},
+				flow.Flow{Table: SNAT, Priority: prioService, Match: trkFw.IP(fam.v).Field(FieldSNAT, 1),
+					Actions: []flow.Action{flow.Conntrack(flow.CT{Commit: true, Zone: l.SNATZone, Resume: next,
+						NAT: &flow.NAT{Kind: flow.NATSrc, MinAddr: fam.gateway}})}},
+			)
+		}
 	}
 	return fs
 }
@@ -310,8 +370,11 @@ func RejectMeter() flow.Meter {
 	return flow.Meter{ID: RejectMeterID, Unit: flow.MeterPktps, Bands: []flow.MeterBand{{Rate: 1000, Burst: 2000}}}
 }
 
+// v is the port's IP version: its address's.
+func (p Port) v() flow.IPVersion { return versionOf(p.ClusterIP) }
+
 func (p Port) dstMatch() flow.Match {
-	m := trkNew.L4(flow.V4, p.Proto).IPv4Dst(p.ClusterIP)
+	m := trkNew.L4(p.v(), p.Proto).IPDst(host(p.ClusterIP))
 	switch p.Proto {
 	case ProtoTCP:
 		m = m.TCPDst(p.Port)
@@ -327,12 +390,14 @@ func (p Port) dstMatch() flow.Match {
 // when the port has no endpoint: new connections are then rejected).
 func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 	tag := ServiceTag(p.Service)
+	// A port balances over the endpoints of its own family only.
+	p.Endpoints = slices.DeleteFunc(slices.Clone(p.Endpoints), func(e Endpoint) bool { return versionOf(e.IP) != p.v() })
 	var inCluster []flow.Flow
 	if p.InClusterGroup != 0 {
 		for _, src := range p.InCluster {
-			if src.Addr().Is4() {
+			if versionOf(src.Addr()) == p.v() {
 				f := p.balance(p.InClusterGroup)
-				f.Priority, f.Match, f.Tag = prioInCluster, f.Match.IPv4SrcPrefix(src), tag
+				f.Priority, f.Match, f.Tag = prioInCluster, f.Match.IPSrc(src), tag
 				inCluster = append(inCluster, f)
 			}
 		}
@@ -350,9 +415,9 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 	if len(p.Sources) > 0 {
 		fs = fs[:0]
 		for _, src := range p.Sources {
-			if src.Addr().Is4() {
+			if versionOf(src.Addr()) == p.v() {
 				f := lb
-				f.Priority, f.Match = prioInCluster, lb.Match.IPv4SrcPrefix(src)
+				f.Priority, f.Match = prioInCluster, lb.Match.IPSrc(src)
 				fs = append(fs, f)
 			}
 		}
@@ -372,11 +437,15 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 	}
 	g := &flow.Group{ID: p.Group, Type: flow.GroupSelect, Selection: &flow.Selection{Method: flow.SelectDPHash}}
 	for _, e := range p.Endpoints {
-		ip := ip4(e.IP)
-		g.Buckets = append(g.Buckets, flow.Bucket{Weight: 100, Actions: []flow.Action{
-			flow.LoadField(FieldEPIP, ip), flow.LoadField(FieldEPPort, uint32(e.Port)),
-			flow.Resubmit(flow.GotoTable(DNAT))}})
-		m := flow.Match{}.L4(flow.V4, p.Proto).Field(FieldSvc, p.Group).Field(FieldEPIP, ip).Field(FieldEPPort, uint32(e.Port))
+		var loads []flow.Action
+		m := flow.Match{}.L4(p.v(), p.Proto).Field(FieldSvc, p.Group)
+		for _, w := range epWords(e.IP) {
+			loads = append(loads, flow.LoadField(w.f, w.v))
+			m = m.Field(w.f, w.v)
+		}
+		g.Buckets = append(g.Buckets, flow.Bucket{Weight: 100, Actions: append(loads,
+			flow.LoadField(FieldEPPort, uint32(e.Port)), flow.Resubmit(flow.GotoTable(DNAT)))})
+		m = m.Field(FieldEPPort, uint32(e.Port))
 		nat := &flow.NAT{Kind: flow.NATDst, MinAddr: e.IP, MinPort: e.Port}
 		if p.Proto == ProtoSCTP {
 			// The userspace datapath's conntrack tracks SCTP by address
@@ -399,7 +468,7 @@ func PortFlows(l Local, p Port) ([]flow.Flow, *flow.Group) {
 			// The endpoint is its own client: mark the connection (later
 			// packets get the register from service.ct_mark) and this
 			// packet, for the SNAT and the output to IN_PORT.
-			fs = append(fs, flow.Flow{Table: DNAT, Priority: prioHairpin, Match: m.IPv4Src(e.IP), Tag: tag,
+			fs = append(fs, flow.Flow{Table: DNAT, Priority: prioHairpin, Match: m.IPSrc(host(e.IP)), Tag: tag,
 				Actions: []flow.Action{flow.LoadField(FieldHairpin, 1), ct(l.MarkService() | l.MarkHairpin())}})
 		}
 	}
@@ -437,16 +506,27 @@ func (p Port) balance(group uint32) flow.Flow {
 // endpoint is loaded back.
 func (p Port) learn() flow.Action {
 	port := map[uint8]flow.MatchKind{ProtoTCP: flow.MatchTCPDst, ProtoUDP: flow.MatchUDPDst, ProtoSCTP: flow.MatchSCTPDst}[p.Proto]
-	return flow.Learn(flow.ActLearn{Table: Affinity, Priority: prioService, IdleTimeout: p.Affinity, Specs: []flow.LearnSpec{
-		flow.LearnMatchValue(flow.Header(flow.MatchEthType), uint64(flow.EthTypeIPv4)),
+	ethType, src, dst := flow.EthTypeIPv4, flow.MatchIPv4Src, flow.MatchIPv4Dst
+	var words []flow.LearnSpec
+	if p.v() == flow.V6 {
+		ethType, src, dst = flow.EthTypeIPv6, flow.MatchIPv6Src, flow.MatchIPv6Dst
+		for _, f := range FieldEPIP6 {
+			words = append(words, flow.LearnLoadFrom(flow.Reg(f), flow.Reg(f)))
+		}
+	}
+	specs := []flow.LearnSpec{
+		flow.LearnMatchValue(flow.Header(flow.MatchEthType), uint64(ethType)),
 		flow.LearnMatchValue(flow.Header(flow.MatchIPProto), uint64(p.Proto)),
-		flow.LearnMatchPacket(flow.Header(flow.MatchIPv4Src)),
-		flow.LearnMatchPacket(flow.Header(flow.MatchIPv4Dst)),
+		flow.LearnMatchPacket(flow.Header(src)),
+		flow.LearnMatchPacket(flow.Header(dst)),
 		flow.LearnMatchPacket(flow.Header(port)),
+	}
+	specs = append(append(specs, words...),
 		flow.LearnLoadFrom(flow.Reg(FieldEPIP), flow.Reg(FieldEPIP)),
 		flow.LearnLoadFrom(flow.Reg(FieldEPPort), flow.Reg(FieldEPPort)),
 		flow.LearnLoadValue(1, flow.Reg(FieldAffinity)),
-	}})
+	)
+	return flow.Learn(flow.ActLearn{Table: Affinity, Priority: prioService, IdleTimeout: p.Affinity, Specs: specs})
 }
 
 // sctpPortFlows translate an SCTP Service port to its endpoints' target
@@ -456,7 +536,7 @@ func sctpPortFlows(l Local, p Port, tag uint32) []flow.Flow {
 	if p.Proto != ProtoSCTP {
 		return nil
 	}
-	svc := flow.Match{}.CTMark(l.MarkService(), l.MarkService()).SCTP4()
+	svc := flow.Match{}.CTMark(l.MarkService(), l.MarkService()).L4(p.v(), ProtoSCTP)
 	fw := svc.CTState(flow.CTTracked, flow.CTTracked|flow.CTReply)
 	rpl := svc.CTState(flow.CTTracked|flow.CTReply, flow.CTTracked|flow.CTReply)
 	var fs []flow.Flow
@@ -465,18 +545,35 @@ func sctpPortFlows(l Local, p Port, tag uint32) []flow.Flow {
 		if e.Port == p.Port {
 			continue
 		}
-		fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: fw.IPv4Dst(e.IP).SCTPDst(p.Port), Tag: tag,
+		fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: fw.IPDst(host(e.IP)).SCTPDst(p.Port), Tag: tag,
 			Actions: []flow.Action{flow.SetL4Port(flow.MatchSCTPDst, e.Port)}, Goto: flow.NextTable()})
 		if !back[e.Port] {
 			back[e.Port] = true
-			fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: rpl.IPv4Src(p.ClusterIP).SCTPSrc(e.Port), Tag: tag,
+			fs = append(fs, flow.Flow{Table: L4, Priority: prioService, Match: rpl.IPSrc(host(p.ClusterIP)).SCTPSrc(e.Port), Tag: tag,
 				Actions: []flow.Action{flow.SetL4Port(flow.MatchSCTPSrc, p.Port)}, Goto: flow.NextTable()})
 		}
 	}
 	return fs
 }
 
-func ip4(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+// epWord is one register word of an endpoint address.
+type epWord struct {
+	f flow.Field
+	v uint32
+}
+
+// epWords are the register words that hold endpoint address a: FieldEPIP
+// for IPv4; for IPv6 the three FieldEPIP6 words, then its low word in
+// FieldEPIP.
+func epWords(a netip.Addr) []epWord {
+	if a.Is4() {
+		return []epWord{{FieldEPIP, binary.BigEndian.Uint32(a.AsSlice())}}
+	}
+	b := a.As16()
+	return []epWord{
+		{FieldEPIP6[0], binary.BigEndian.Uint32(b[0:4])},
+		{FieldEPIP6[1], binary.BigEndian.Uint32(b[4:8])},
+		{FieldEPIP6[2], binary.BigEndian.Uint32(b[8:12])},
+		{FieldEPIP, binary.BigEndian.Uint32(b[12:16])},
+	}
 }

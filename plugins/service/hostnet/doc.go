@@ -2,5 +2,8 @@
 // namespace: a route of each Service CIDR through the gateway device, via a
 // virtual next hop that is a permanent neighbour at the gateway's own MAC,
 // so the node's own connections to ClusterIPs enter br-int from the
-// gateway port and are balanced there like a pod's.
+// gateway port and are balanced there like a pod's; and the nftables
+// table that hands NodePorts to br-int (nodeport.go). Each IP family has
+// its own next hop (an IPv4 link-local one, an IPv6 unique local one) and
+// its own table (families ip and ip6).
 package hostnet

@@ -26,14 +26,23 @@ func Gateway(name string, wait time.Duration) (netlink.Link, error) {
 	}
 }
 
+// family is a's netlink address family.
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
+}
+
 func ipnet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Masked().Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // Install sets the neighbour hop at the gateway's MAC and routes every
 // CIDR via hop on the gateway device (replacing what was there).
+// hop and cidrs are of one family.
 func Install(gw netlink.Link, hop netip.Addr, cidrs []netip.Prefix) error {
-	n := &netlink.Neigh{LinkIndex: gw.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+	n := &netlink.Neigh{LinkIndex: gw.Attrs().Index, Family: family(hop), State: netlink.NUD_PERMANENT,
 		IP: net.IP(hop.AsSlice()), HardwareAddr: gw.Attrs().HardwareAddr}
 	if err := netlink.NeighSet(n); err != nil {
 		return fmt.Errorf("neighbour %s at %s on %s: %w", hop, gw.Attrs().HardwareAddr, gw.Attrs().Name, err)
@@ -57,7 +66,7 @@ func Remove(gw netlink.Link, hop netip.Addr, cidrs []netip.Prefix) error {
 			errs = append(errs, fmt.Errorf("deleting route %s via %s: %w", c, hop, err))
 		}
 	}
-	n := &netlink.Neigh{LinkIndex: gw.Attrs().Index, Family: netlink.FAMILY_V4, IP: net.IP(hop.AsSlice())}
+	n := &netlink.Neigh{LinkIndex: gw.Attrs().Index, Family: family(hop), IP: net.IP(hop.AsSlice())}
 	if err := netlink.NeighDel(n); err != nil && !errors.Is(err, unix.ENOENT) {
 		errs = append(errs, fmt.Errorf("deleting neighbour %s: %w", hop, err))
 	}

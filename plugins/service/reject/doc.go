@@ -7,5 +7,6 @@
 // Answer reads the packet the switch sent up (untrusted bytes: it is
 // fuzzed) and writes the answer as a frame addressed to the node's
 // gateway MAC, from the Service's address, so the switch routes it back
-// to the client like any packet to a pod or to the node. IPv4 only.
+// to the client like any packet to a pod or to the node. IPv4 and IPv6
+// (for IPv6, a TCP RST or an ICMPv6 port unreachable).
 package reject

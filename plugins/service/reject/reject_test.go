@@ -121,9 +121,22 @@ func FuzzAnswer(f *testing.F) {
 	f.Add(frame(protoTCP, tcp(tcpSYN, 1000, 0)))
 	f.Add(frame(protoUDP, []byte{1, 2, 3, 4, 0, 8, 0, 0}))
 	f.Add(frame(protoSCTP, make([]byte, 12)))
+	f.Add(frame6(protoTCP, tcp(tcpSYN, 1000, 0)))
+	f.Add(frame6(protoUDP, []byte{1, 2, 3, 4, 0, 8, 0, 0}))
+	f.Add(frame6(protoSCTP, make([]byte, 12)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := Answer(in, gw)
 		if err != nil {
+			return
+		}
+		if binary.BigEndian.Uint16(out[12:14]) == ethTypeIPv6 {
+			// The payload length is the answer's, and its transport
+			// checksum holds.
+			ip := out[14:]
+			if len(ip) < ipv6Len || int(binary.BigEndian.Uint16(ip[4:6])) != len(ip)-ipv6Len ||
+				checksum(ip[ipv6Len:], pseudo6([16]byte(ip[8:24]), [16]byte(ip[24:40]), ip[6], len(ip)-ipv6Len)) != 0 {
+				t.Fatalf("bad IPv6 answer %x for %x", out, in)
+			}
 			return
 		}
 		if checksum(out[14:34], 0) != 0 {
