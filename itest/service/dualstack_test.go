@@ -199,10 +199,11 @@ func TestDualStack(t *testing.T) {
 				{"pod on node-1 to node-3 (Cluster)", c1.NetNS, n3.UnderlayIPv6, cl[port], []string{b2.Name, b3.Name}, ""},
 				{"pod on node-1 to node-1 (Local, in-cluster client)", c1.NetNS, n1.UnderlayIPv6, lo[port], []string{b2.Name, b3.Name}, ""},
 				{"endpoint b-2 to its own node-2 (Local, hairpin)", b2.NetNS, n2.UnderlayIPv6, lo[port], []string{b2.Name}, ""},
-				// (A pod of another node dialling node-1's Local NodePort is
-				// not tried over IPv6: node-3's tunnel plugin masquerades it
-				// to node-3's IPv6 address, keeping only the peers' tunnel
-				// IPv4 addresses, so node-1 rightly sees an external client.)
+				// A pod of another node is an in-cluster client too: its
+				// node keeps its address towards every node address, IPv6
+				// ones included, and node-1 gives it every endpoint, SNATed
+				// to its gateway so the answers come back through it.
+				{"pod on node-3 to node-1 (Local, in-cluster client)", clients[2].NetNS, n1.UnderlayIPv6, lo[port], []string{b2.Name, b3.Name}, gateway6(n1).String()},
 				{"b-3 on node-3 to node-1 (Cluster)", b3.NetNS, n1.UnderlayIPv6, cl[port], []string{b2.Name, b3.Name}, gateway6(n1).String()},
 			} {
 				what := fmt.Sprintf("%s [%s]:%d over %s", pc.what, pc.node, pc.port, network)

@@ -258,9 +258,9 @@ func (t *Tunnel) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespons
 func peerOf(n sdk.NodeInfo) (flows.Peer, bool) {
 	p := flows.Peer{Name: n.Name}
 	for _, ip := range n.NodeIPs {
-		if ip.Is4() || ip.Is4In6() {
+		p.NodeIPs = append(p.NodeIPs, ip.Unmap())
+		if !p.IP.IsValid() && (ip.Is4() || ip.Is4In6()) {
 			p.IP = ip.Unmap()
-			break
 		}
 	}
 	for _, c := range n.PodCIDRs {
@@ -401,17 +401,29 @@ func (t *Tunnel) applyMasq() error {
 		// Turned off in the config: drop what an earlier incarnation made.
 		return hostnet.Remove()
 	}
-	m := hostnet.Masq{PodCIDRs: t.facts.PodCIDRs, Gateway: t.cfg.Gateway}
-	m.Keep = append(m.Keep, t.facts.PodCIDRs...)
-	for _, ip := range t.facts.NodeIPs {
-		m.Keep = append(m.Keep, netip.PrefixFrom(ip, ip.BitLen()))
+	return hostnet.Apply(masqOf(t.facts, t.cfg.Gateway, t.peers))
+}
+
+// masqOf is the masquerade of this node's pods: everything but traffic to
+// the cluster's pods and to any node address, of either family.
+func masqOf(facts sdk.NodeFacts, gateway string, peers map[string]flows.Peer) hostnet.Masq {
+	m := hostnet.Masq{PodCIDRs: facts.PodCIDRs, Gateway: gateway}
+	m.Keep = append(m.Keep, facts.PodCIDRs...)
+	keepIP := func(ip netip.Addr) { m.Keep = append(m.Keep, netip.PrefixFrom(ip, ip.BitLen())) }
+	for _, ip := range facts.NodeIPs {
+		keepIP(ip)
 	}
-	for _, n := range slices.Sorted(maps.Keys(t.peers)) {
-		p := t.peers[n]
+	for _, n := range slices.Sorted(maps.Keys(peers)) {
+		p := peers[n]
 		m.Keep = append(m.Keep, p.PodCIDRs...)
-		m.Keep = append(m.Keep, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+		keepIP(p.IP)
+		for _, ip := range p.NodeIPs {
+			if ip != p.IP {
+				keepIP(ip)
+			}
+		}
 	}
-	return hostnet.Apply(m)
+	return m
 }
 
 func routesOf(p flows.Peer) []hostnet.Route {
@@ -423,7 +435,7 @@ func routesOf(p flows.Peer) []hostnet.Route {
 }
 
 func samePeer(a, b flows.Peer) bool {
-	return a.Name == b.Name && a.IP == b.IP && slices.Equal(a.PodCIDRs, b.PodCIDRs)
+	return a.Name == b.Name && a.IP == b.IP && slices.Equal(a.PodCIDRs, b.PodCIDRs) && slices.Equal(a.NodeIPs, b.NodeIPs)
 }
 
 // diff is the batch that turns the flows before into the flows after:
@@ -461,6 +473,7 @@ type peerRecord struct {
 	Name     string         `json:"name"`
 	IP       netip.Addr     `json:"ip"`
 	PodCIDRs []netip.Prefix `json:"podCIDRs"`
+	NodeIPs  []netip.Addr   `json:"nodeIPs,omitempty"`
 }
 
 func loadPeers(path string) ([]flows.Peer, error) {
@@ -477,7 +490,7 @@ func loadPeers(path string) ([]flows.Peer, error) {
 	}
 	var out []flows.Peer
 	for _, r := range rs {
-		out = append(out, flows.Peer{Name: r.Name, IP: r.IP, PodCIDRs: r.PodCIDRs})
+		out = append(out, flows.Peer{Name: r.Name, IP: r.IP, PodCIDRs: r.PodCIDRs, NodeIPs: r.NodeIPs})
 	}
 	return out, nil
 }
@@ -487,7 +500,7 @@ func (t *Tunnel) save() error {
 	var rs []peerRecord
 	for _, n := range slices.Sorted(maps.Keys(t.peers)) {
 		p := t.peers[n]
-		rs = append(rs, peerRecord{Name: p.Name, IP: p.IP, PodCIDRs: p.PodCIDRs})
+		rs = append(rs, peerRecord{Name: p.Name, IP: p.IP, PodCIDRs: p.PodCIDRs, NodeIPs: p.NodeIPs})
 	}
 	b, err := json.MarshalIndent(rs, "", "  ")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"switchyard.dev/switchyard/plugins/tunnel/flows"
+	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
 
@@ -99,4 +100,31 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("ParseConfig(%q) accepted %+v", b, c)
 		}
 	})
+}
+
+// Pod traffic to another node keeps the pod's address over either family:
+// the masquerade keeps every address of every peer, not only the IPv4 one
+// the tunnel uses (an IPv6 NodePort or node port saw the node instead).
+func TestMasqKeepsEveryNodeAddress(t *testing.T) {
+	n2v4, n2v6 := netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("fd00:198:18::2")
+	peer, ok := peerOf(sdk.NodeInfo{Name: "node-2", NodeIPs: []netip.Addr{n2v6, n2v4},
+		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24"), netip.MustParsePrefix("fd00:10:244:2::/64")}})
+	if !ok || peer.IP != n2v4 {
+		t.Fatalf("peerOf = %+v, %v; want the IPv4 address as the tunnel's", peer, ok)
+	}
+	facts := sdk.NodeFacts{NodeIPs: []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("fd00:198:18::1")},
+		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}}
+	m := masqOf(facts, "sy-gw0", map[string]flows.Peer{"node-2": peer})
+	want := []string{"10.244.1.0/24", "fd00:10:244:1::/64", "198.18.0.1/32", "fd00:198:18::1/128",
+		"10.244.2.0/24", "fd00:10:244:2::/64", "198.18.0.2/32", "fd00:198:18::2/128"}
+	var got []string
+	for _, p := range m.Keep {
+		got = append(got, p.String())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("masquerade exceptions (-want +got):\n%s", diff)
+	}
+	if moved := peer; samePeer(peer, func() flows.Peer { moved.NodeIPs = moved.NodeIPs[1:]; return moved }()) {
+		t.Error("a peer that lost an address counts as unchanged, so its exceptions would not follow")
+	}
 }

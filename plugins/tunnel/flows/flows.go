@@ -68,6 +68,9 @@ type Peer struct {
 	IP netip.Addr
 	// PodCIDRs are its pod ranges, one per family.
 	PodCIDRs []netip.Prefix
+	// NodeIPs are all its node addresses (IP among them): pod traffic to
+	// any of them keeps the pod's address, whatever the family.
+	NodeIPs []netip.Addr
 }
 
 // GatewayIP is the gateway address of a pod CIDR: its first host address,
