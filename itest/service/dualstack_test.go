@@ -319,31 +319,7 @@ func TestDualStack(t *testing.T) {
 		b1, b2 := backends[0], backends[1]
 		_, stale6 := clusterIPs(t, e.createService(t, "stale", whoPorts, dualStack))
 		e.endpoints6(t, "stale", whoPorts, b1, b2)
-		conn, err := netns.Dial(clients[2].NetNS, "udp", net.JoinHostPort(stale6.String(), "90"), time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		var first string
-		eventually(t, "a first answer", func() error {
-			first, err = udpAsk(conn)
-			return err
-		})
-		for range 5 {
-			if got, err := udpAsk(conn); err != nil || got != first {
-				t.Fatalf("the same socket was answered by %s, then by %s (%v): no conntrack entry?", first, got, err)
-			}
-		}
-		stay := map[string]*cluster.Pod{b1.Name: b2, b2.Name: b1}[first]
-		e.endpoints6(t, "stale", whoPorts, stay)
-		// The departed endpoint still runs: only a flush moves the socket.
-		eventually(t, "the same socket answered by "+stay.Name, func() error {
-			got, err := udpAsk(conn)
-			if err == nil && got != stay.Name {
-				err = fmt.Errorf("still answered by %s", got)
-			}
-			return err
-		})
+		staleUDPMoves(t, clients[2].NetNS, stale6.String(), b1, b2, func(stay *cluster.Pod) { e.endpoints6(t, "stale", whoPorts, stay) })
 	})
 
 	t.Run("no endpoints rejects at once over IPv6", func(t *testing.T) {

@@ -68,15 +68,7 @@ func TestAnswerIPv6(t *testing.T) {
 				t.Fatal(err)
 			}
 			seg := check6(t, out, protoTCP)
-			if seg[13] != tt.wantFlags {
-				t.Errorf("flags %#x, want %#x", seg[13], tt.wantFlags)
-			}
-			if s, a := binary.BigEndian.Uint32(seg[4:]), binary.BigEndian.Uint32(seg[8:]); s != tt.wantSeq || a != tt.wantA {
-				t.Errorf("seq %d ack %d, want %d %d", s, a, tt.wantSeq, tt.wantA)
-			}
-			if sp, dp := binary.BigEndian.Uint16(seg[0:]), binary.BigEndian.Uint16(seg[2:]); sp != 80 || dp != 40000 {
-				t.Errorf("ports %d -> %d, want 80 -> 40000", sp, dp)
-			}
+			checkRST(t, seg, tt.wantFlags, tt.wantSeq, tt.wantA)
 		})
 	}
 	for _, proto := range []byte{protoUDP, protoSCTP} {

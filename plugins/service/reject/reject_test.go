@@ -68,15 +68,7 @@ func TestAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			seg := check(t, out, protoTCP)
-			if seg[13] != tt.wantFlags {
-				t.Errorf("flags %#x, want %#x", seg[13], tt.wantFlags)
-			}
-			if s, a := binary.BigEndian.Uint32(seg[4:]), binary.BigEndian.Uint32(seg[8:]); s != tt.wantSeq || a != tt.wantA {
-				t.Errorf("seq %d ack %d, want %d %d", s, a, tt.wantSeq, tt.wantA)
-			}
-			if sp, dp := binary.BigEndian.Uint16(seg[0:]), binary.BigEndian.Uint16(seg[2:]); sp != 80 || dp != 40000 {
-				t.Errorf("ports %d -> %d, want 80 -> 40000", sp, dp)
-			}
+			checkRST(t, seg, tt.wantFlags, tt.wantSeq, tt.wantA)
 			if checksum(seg, pseudo([4]byte{10, 96, 0, 10}, [4]byte{10, 244, 1, 5}, protoTCP, len(seg))) != 0 {
 				t.Errorf("bad TCP checksum")
 			}
@@ -143,4 +135,18 @@ func FuzzAnswer(f *testing.F) {
 			t.Fatalf("answer with a bad IPv4 checksum for %x", in)
 		}
 	})
+}
+
+// checkRST checks the TCP answer to a segment from port 40000 to port 80.
+func checkRST(t *testing.T, seg []byte, flags byte, seq, ack uint32) {
+	t.Helper()
+	if seg[13] != flags {
+		t.Errorf("flags %#x, want %#x", seg[13], flags)
+	}
+	if s, a := binary.BigEndian.Uint32(seg[4:]), binary.BigEndian.Uint32(seg[8:]); s != seq || a != ack {
+		t.Errorf("seq %d ack %d, want %d %d", s, a, seq, ack)
+	}
+	if sp, dp := binary.BigEndian.Uint16(seg[0:]), binary.BigEndian.Uint16(seg[2:]); sp != 80 || dp != 40000 {
+		t.Errorf("ports %d -> %d, want 80 -> 40000", sp, dp)
+	}
 }
