@@ -98,8 +98,6 @@ type Agent struct {
 		nodes map[string]sdk.NodeInfo     // by name
 	}
 
-	// gate holds large batches back while CNI calls are in flight.
-	gate *cniGate
 	// attachments lists the CNI path's records for the CNI plugin's Start
 	// (SetAttachments); nil when the agent serves no CNI.
 	attachments func() []sdk.PodInterface
@@ -123,7 +121,7 @@ type Agent struct {
 // they come from the Node object (JoinCluster).
 func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, error) {
 	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
-		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, gate: newCNIGate(), lanes: []*lane{{sw: sw}},
+		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json"), mem: newMemoryRelease(),
 		metrics: metrics.NewAgent()}
 	a.metrics.Registry.MustRegister(&stateCollector{a: a, scrapeErrs: map[string]float64{}})

@@ -114,7 +114,7 @@ func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, 
 	}
 	if len(msgs) > 0 { // only refreshes (or meters): the switch already holds the batch
 		sw, done := a.lane()
-		err = sw.Bundle(openflow.WithCommitGate(ctx, a.holdLarge(owner)), msgs, true)
+		err = sw.Bundle(ctx, msgs, true)
 		done()
 	}
 	if err != nil {

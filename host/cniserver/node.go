@@ -32,9 +32,6 @@ type NodeOptions struct {
 	Logger  *slog.Logger
 	// Observe, if set, times every request (see Options.Observe).
 	Observe func(verb string, took time.Duration, failed bool)
-	// CallStarted, if set, marks calls into the plugin (see
-	// Options.CallStarted).
-	CallStarted func() (done func())
 }
 
 // Node is the running CNI path of an agent: interface store and server.
@@ -72,8 +69,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if o.Publish != nil {
 		n.unsub = store.Subscribe(func(ctx context.Context, e ifstore.Event) { o.Publish(ctx, PodInterfaceEvent(e)) })
 	}
-	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger, Observe: o.Observe,
-		CallStarted: o.CallStarted})
+	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger, Observe: o.Observe})
 	if err == nil {
 		err = n.Server.Listen()
 	}

@@ -61,10 +61,6 @@ type Options struct {
 	CallTimeout     time.Duration
 	RollbackTimeout time.Duration
 	Logger          *slog.Logger
-	// CallStarted, if set, is called as each ADD and DEL reaches the
-	// plugin, and the func it returns as the call ends: the agent gives
-	// the pod path priority at the switch meanwhile.
-	CallStarted func() (done func())
 	// Observe, if set, is told of every request served: its verb (ADD,
 	// DEL, CHECK, STATUS, GC), how long it took and whether it failed
 	// (the agent's CNI latency metric).
@@ -289,7 +285,6 @@ func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddRespon
 			return herr
 		}
 		start := time.Now()
-		defer s.started()()
 		cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
 		defer cancel()
 		resp, err := h.CNIAdd(cctx, req.args)
@@ -315,14 +310,6 @@ func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddRespon
 		return &cnipb.AddResponse{Error: e}, nil
 	}
 	return &cnipb.AddResponse{Result: result}, nil
-}
-
-// started marks a call into the plugin in flight (Options.CallStarted).
-func (s *Server) started() (done func()) {
-	if s.o.CallStarted == nil {
-		return func() {}
-	}
-	return s.o.CallStarted()
 }
 
 // rollback undoes a failed ADD with a DEL of the same attachment, the one
@@ -409,7 +396,6 @@ func (s *Server) del(ctx context.Context, req *request) *cnipb.Error {
 	if known && args.PodNamespace == "" {
 		args.PodNamespace, args.PodName, args.PodUID = rec.PodNamespace, rec.PodName, rec.PodUID
 	}
-	defer s.started()()
 	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
 	defer cancel()
 	if err := h.CNIDel(cctx, args); err != nil {

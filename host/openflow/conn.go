@@ -827,17 +827,6 @@ func (c *Conn) GroupStats(ctx context.Context, id uint32) ([]GroupStats, error) 
 
 var bundleIDs atomic.Uint32
 
-type commitGateKey struct{}
-
-// WithCommitGate returns a context under which Bundle calls gate before
-// it commits a bundle of n messages: the switch holds every message by
-// then, and committing is the part that stops its main thread for the
-// whole bundle. gate may wait (as long as ctx allows) to let more urgent
-// work reach the switch first.
-func WithCommitGate(ctx context.Context, gate func(ctx context.Context, n int)) context.Context {
-	return context.WithValue(ctx, commitGateKey{}, gate)
-}
-
 // Bundle applies msgs (flow, group and meter mods) in order inside
 // OpenFlow bundles and returns when the switch has committed them. With
 // atomic, all of msgs go into one bundle that the switch applies
@@ -953,8 +942,6 @@ func (c *Conn) bundleOnce(ctx context.Context, s *session, msgs []Message, offse
 	ctlType := BundleCommitRequest
 	if addErrs > 0 || encErr != nil {
 		ctlType = BundleDiscardRequest
-	} else if gate, ok := ctx.Value(commitGateKey{}).(func(context.Context, int)); ok {
-		gate(ctx, n)
 	}
 	commitP := s.register(commitXid, nil)
 	if err := s.send0(commitXid, &BundleControl{ID: id, Type: ctlType, Flags: flags}); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -478,31 +477,5 @@ func TestFlowRemovedOnTimeout(t *testing.T) {
 	}
 	if diff := cmp.Diff(idle.Match.Normalize(), fr.Flow.Match, cmpOpts...); diff != "" {
 		t.Errorf("removed flow's match (-installed +reported):\n%s", diff)
-	}
-}
-
-// A commit gate (the agent's way to let a CNI ADD reach the switch before
-// a neighbour's large commit) runs once the switch holds every message of
-// the bundle and before any of it is applied; the bundle lands after it.
-func TestCommitGateRunsBeforeCommit(t *testing.T) {
-	sw, c := startSwitch(t, "of-gate", of.Options{})
-	flows := richFlows()
-	var gated []int
-	var during []string
-	ctx := of.WithCommitGate(ctxT(t, 20*time.Second), func(_ context.Context, n int) {
-		gated = append(gated, n)
-		during = dumpOfctl(t, sw)
-	})
-	if err := c.BundleFlows(ctx, adds(flows), true); err != nil {
-		t.Fatalf("BundleFlows: %v", err)
-	}
-	if diff := cmp.Diff([]int{len(flows)}, gated); diff != "" {
-		t.Errorf("gate calls, by bundle size (-want +got):\n%s", diff)
-	}
-	if len(during) != 0 {
-		t.Errorf("while the gate held the commit the switch already had %d flows:\n%s", len(during), strings.Join(during, "\n"))
-	}
-	if diff := cmp.Diff(texts(flows), dumpOfctl(t, sw)); diff != "" {
-		t.Errorf("after the commit, dump-flows differs (-want +got):\n%s", diff)
 	}
 }

@@ -105,10 +105,9 @@ func run() error {
 	// a restarted plugin is used as soon as it is back.
 	cni, err := cniserver.StartNode(ctx, cniserver.NodeOptions{
 		SocketDir: cfg.SocketDir, StateDir: cfg.RunDir, Ports: agent.PortView{DB: db}, Logger: log,
-		Handler:     a.CNIPlugin,
-		WaitReady:   func(ctx context.Context) error { return a.WaitReady(ctx, cfg.ReadyWait) },
-		Observe:     a.Metrics().ObserveCNI,
-		CallStarted: a.CNICallStarted,
+		Handler:   a.CNIPlugin,
+		WaitReady: func(ctx context.Context) error { return a.WaitReady(ctx, cfg.ReadyWait) },
+		Observe:   a.Metrics().ObserveCNI,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the CNI server: %w", err)
