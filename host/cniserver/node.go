@@ -108,7 +108,7 @@ func (n *Node) Attachments() []sdk.PodInterface {
 	recs := n.Store.List()
 	out := make([]sdk.PodInterface, len(recs))
 	for i, r := range recs {
-		out[i] = PodInterfaceEvent(ifstore.Event{Kind: ifstore.Added, Interface: r}).Interface
+		out[i] = podInterface(r)
 	}
 	return out
 }
@@ -119,10 +119,14 @@ func PodInterfaceEvent(e ifstore.Event) sdk.PodInterfaceEventRequest {
 	if e.Kind == ifstore.Deleted {
 		kind = sdk.PodInterfaceDeleted
 	}
-	i := e.Interface
+	return sdk.PodInterfaceEventRequest{Kind: kind, Interface: podInterface(e.Interface)}
+}
+
+// podInterface is a record as the SDK shows it.
+func podInterface(i ifstore.Interface) sdk.PodInterface {
 	mac, _ := net.ParseMAC(i.MAC)
-	return sdk.PodInterfaceEventRequest{Kind: kind, Interface: sdk.PodInterface{
+	return sdk.PodInterface{
 		PodNamespace: i.PodNamespace, PodName: i.PodName, ContainerID: i.ContainerID,
 		IfName: i.IfName, HostIfName: i.HostIfName, OFPort: i.OFPort, MAC: mac, IPs: i.IPs,
-	}}
+	}
 }

@@ -223,7 +223,6 @@ func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (int, 
 // (IPAM, by attachment), the names and MAC derived from them, and its OVS
 // port. Podnet keeps no record of its own; the host's is the one record.
 type attachment struct {
-	key    ipam.Key
 	hostIf string
 	ips    []netip.Addr
 	mac    net.HardwareAddr
@@ -234,7 +233,7 @@ type attachment struct {
 // derive finds attachment k, which holds ips; the error says why its OVS
 // port could not be found (the attachment is returned all the same).
 func (p *Podnet) derive(ctx context.Context, k ipam.Key, ips []netip.Addr) (attachment, error) {
-	at := attachment{key: k, hostIf: HostIfName(k.ContainerID, k.IfName), ips: ips, mac: stableMAC(ips)}
+	at := attachment{hostIf: HostIfName(k.ContainerID, k.IfName), ips: ips, mac: stableMAC(ips)}
 	port, err := p.host.Port(ctx, at.hostIf)
 	if err != nil {
 		return at, err
@@ -507,14 +506,6 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	key := ipam.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 	log := p.log.With("pod", a.PodNamespace+"/"+a.PodName, "container", a.ContainerID)
 	hostIf := HostIfName(a.ContainerID, a.IfName)
-	if held := p.ipam.Get(key); len(held) > 0 {
-		// The host has no record of it (its duplicate check passed), so
-		// this is an earlier ADD cut short by a crash: start clean.
-		log.Warn("removing what an earlier ADD of this attachment left (cut short)", "ips", held)
-		if err := p.detach(ctx, a); err != nil {
-			return fmt.Errorf("removing what an earlier ADD of %s/%s left: %w", a.ContainerID, a.IfName, err)
-		}
-	}
 	defer func() {
 		if err != nil {
 			log.Error("pod ADD failed; the host rolls it back with a DEL", "error", err)
@@ -528,7 +519,16 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		phases = append(phases, name, now.Sub(t0).Round(10*time.Microsecond).String())
 		t0 = now
 	}
-	leases, err := p.ipam.Allocate(key)
+	leases, held, err := p.ipam.AllocateNew(key)
+	if err == nil && len(held) > 0 {
+		// The host has no record of it (its duplicate check passed), so
+		// this is an earlier ADD cut short by a crash: start clean.
+		log.Warn("removing what an earlier ADD of this attachment left (cut short)", "ips", held)
+		if err := p.detach(ctx, a); err != nil {
+			return fmt.Errorf("removing what an earlier ADD of %s/%s left: %w", a.ContainerID, a.IfName, err)
+		}
+		leases, _, err = p.ipam.AllocateNew(key)
+	}
 	if err != nil {
 		return err
 	}

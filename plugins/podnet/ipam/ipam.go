@@ -86,10 +86,24 @@ func (a *Allocator) Gateways() []netip.Addr { return a.gws }
 // after a crash) gets the same ones back. Either every family is allocated
 // or none is.
 func (a *Allocator) Allocate(k Key) ([]Lease, error) {
+	leases, held, err := a.AllocateNew(k)
+	if len(held) > 0 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.leasesFor(held)
+	}
+	return leases, err
+}
+
+// AllocateNew allocates for an attachment that should hold nothing yet:
+// when it already does (what an ADD cut short left), it allocates nothing
+// and returns what is held, for the caller to clean up first. One look at
+// the store either way, where checking first would take two.
+func (a *Allocator) AllocateNew(k Key) (leases []Lease, held []netip.Addr, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if held := a.held(k); len(held) > 0 {
-		return a.leasesFor(held)
+	if h := a.held(k); len(h) > 0 {
+		return nil, h, nil
 	}
 	var out []Lease
 	for i, al := range a.allocs {
@@ -99,14 +113,14 @@ func (a *Allocator) Allocate(k Key) ([]Lease, error) {
 				err = errors.Join(err, fmt.Errorf("releasing partial allocation: %w", rerr))
 			}
 			if strings.Contains(err.Error(), "no IP addresses available") {
-				return nil, &sdk.CNIError{Code: cnicode.IPAMExhausted, Msg: fmt.Sprintf("pod CIDR %s of this node is exhausted", a.cidrs[i]), Details: "no address is free for a new pod; delete unused pods or give the node a larger pod CIDR"}
+				return nil, nil, &sdk.CNIError{Code: cnicode.IPAMExhausted, Msg: fmt.Sprintf("pod CIDR %s of this node is exhausted", a.cidrs[i]), Details: "no address is free for a new pod; delete unused pods or give the node a larger pod CIDR"}
 			}
-			return nil, fmt.Errorf("ipam: allocating from %s for %s/%s: %w", a.cidrs[i], k.ContainerID, k.IfName, err)
+			return nil, nil, fmt.Errorf("ipam: allocating from %s for %s/%s: %w", a.cidrs[i], k.ContainerID, k.IfName, err)
 		}
 		addr, _ := netip.AddrFromSlice(ipc.Address.IP)
 		out = append(out, Lease{Address: netip.PrefixFrom(addr.Unmap(), a.cidrs[i].Bits()), Gateway: a.gws[i]})
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 func (a *Allocator) leasesFor(held []netip.Addr) ([]Lease, error) {
