@@ -101,6 +101,7 @@ func fromPBCNIArgs(r *pb.CNIRequest) CNIArgs {
 	return CNIArgs{
 		ContainerID: r.GetContainerId(), Netns: r.GetNetns(), IfName: r.GetIfName(),
 		PodNamespace: r.GetPodNamespace(), PodName: r.GetPodName(), PodUID: r.GetPodUid(), NetConf: r.GetNetConf(),
+		MTU: int(r.GetMtu()),
 	}
 }
 

@@ -157,6 +157,9 @@ type CNIArgs struct {
 	PodUID       string
 	// NetConf is the network configuration JSON from the CNI config file.
 	NetConf []byte
+	// MTU is NetConf's "mtu", parsed and checked by the host (0 when the
+	// config sets none), so a plugin need not parse NetConf for it.
+	MTU int
 }
 
 // CNIAddRequest asks to wire a pod.

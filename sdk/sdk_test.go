@@ -57,7 +57,7 @@ var (
 )
 
 func (testFeature) CNIAdd(_ context.Context, req sdk.CNIAddRequest, resp *sdk.CNIAddResponse) error {
-	if req.Args.ContainerID != "c1" || req.Args.PodName != "p" || string(req.Args.NetConf) != `{"cniVersion":"1.1.0"}` {
+	if req.Args.ContainerID != "c1" || req.Args.PodName != "p" || string(req.Args.NetConf) != `{"cniVersion":"1.1.0","mtu":1400}` || req.Args.MTU != 1400 {
 		return fmt.Errorf("CNI args arrived as %+v", req.Args)
 	}
 	resp.IPs = []sdk.IPConfig{{Address: podIP, Gateway: netip.MustParseAddr("10.10.0.1")}}
@@ -330,7 +330,7 @@ func TestPluginRoundTrip(t *testing.T) {
 	if err := p.PacketIn(ctx, pi); err != nil {
 		t.Errorf("PacketIn: %v", err)
 	}
-	res, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c1", PodName: "p", NetConf: []byte(`{"cniVersion":"1.1.0"}`)})
+	res, err := p.CNIAdd(ctx, sdk.CNIArgs{ContainerID: "c1", PodName: "p", NetConf: []byte(`{"cniVersion":"1.1.0","mtu":1400}`), MTU: 1400})
 	if err != nil {
 		t.Fatalf("CNIAdd: %v", err)
 	}

@@ -225,7 +225,7 @@ func (s *Server) validate(r *cnipb.CmdRequest, cmd string) (*request, *cnipb.Err
 		args: sdk.CNIArgs{
 			ContainerID: r.GetContainerId(), Netns: r.GetNetns(), IfName: r.GetIfname(),
 			PodNamespace: pod.GetNamespace(), PodName: pod.GetName(), PodUID: pod.GetUid(),
-			NetConf: r.GetNetConf(),
+			NetConf: r.GetNetConf(), MTU: conf.MTU,
 		},
 		key:  ifstore.Key{ContainerID: r.GetContainerId(), IfName: r.GetIfname()},
 		conf: conf,

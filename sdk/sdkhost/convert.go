@@ -44,7 +44,7 @@ func toPBNodeFacts(n sdk.NodeFacts) *pb.Facts {
 func toPBCNIArgs(a sdk.CNIArgs) *pb.CNIRequest {
 	return &pb.CNIRequest{
 		ContainerId: a.ContainerID, Netns: a.Netns, IfName: a.IfName,
-		PodNamespace: a.PodNamespace, PodName: a.PodName, PodUid: a.PodUID, NetConf: a.NetConf,
+		PodNamespace: a.PodNamespace, PodName: a.PodName, PodUid: a.PodUID, NetConf: a.NetConf, Mtu: uint32(a.MTU),
 	}
 }
 

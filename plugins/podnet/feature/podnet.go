@@ -22,7 +22,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"switchyard.dev/switchyard/cni/netconf"
 	"switchyard.dev/switchyard/plugins/podnet/cnicode"
 	"switchyard.dev/switchyard/plugins/podnet/flows"
 	"switchyard.dev/switchyard/plugins/podnet/ipam"
@@ -486,11 +485,11 @@ func unassignGateway(name string, cidrs []netip.Prefix, gws []netip.Addr) error 
 	return errors.Join(errs...)
 }
 
-// podMTU picks the MTU: the network config's, else podnet's config or the
-// node's.
-func (p *Podnet) podMTU(conf []byte) int {
-	if c, err := netconf.Parse(conf); err == nil && c.MTU != 0 {
-		return c.MTU
+// podMTU picks the MTU: the network config's (the host parsed it into
+// the request), else podnet's config or the node's.
+func (p *Podnet) podMTU(a sdk.CNIArgs) int {
+	if a.MTU != 0 {
+		return a.MTU
 	}
 	return p.mtu
 }
@@ -537,7 +536,7 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		ips = append(ips, l.Address.Addr())
 	}
 	mac := stableMAC(ips)
-	mtu := p.podMTU(a.NetConf)
+	mtu := p.podMTU(a)
 	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, MAC: mac, Addrs: ips, Gateways: p.gw.IPs,
 		NoTxChecksum: p.noTxCsum}
 	phase("ipam")
@@ -672,11 +671,7 @@ func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.C
 	at, err := p.derive(ctx, key, held)
 	// Only a network config's MTU binds a running pod: one taken from the
 	// node applies to pods created after it changed.
-	var mtu int
-	if c, err := netconf.Parse(a.NetConf); err == nil {
-		mtu = c.MTU
-	}
-	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: at.hostIf, MTU: mtu,
+	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: at.hostIf, MTU: a.MTU,
 		MAC: at.mac, Addrs: held, Gateways: p.gw.IPs})
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("OVS port %s is missing (%v)", at.hostIf, err))

@@ -790,14 +790,16 @@ func (*StopResponse) Descriptor() ([]byte, []int) {
 }
 
 type CNIRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Netns         string                 `protobuf:"bytes,2,opt,name=netns,proto3" json:"netns,omitempty"`
-	IfName        string                 `protobuf:"bytes,3,opt,name=if_name,json=ifName,proto3" json:"if_name,omitempty"`
-	PodNamespace  string                 `protobuf:"bytes,4,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
-	PodName       string                 `protobuf:"bytes,5,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
-	PodUid        string                 `protobuf:"bytes,6,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
-	NetConf       []byte                 `protobuf:"bytes,7,opt,name=net_conf,json=netConf,proto3" json:"net_conf,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId  string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Netns        string                 `protobuf:"bytes,2,opt,name=netns,proto3" json:"netns,omitempty"`
+	IfName       string                 `protobuf:"bytes,3,opt,name=if_name,json=ifName,proto3" json:"if_name,omitempty"`
+	PodNamespace string                 `protobuf:"bytes,4,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName      string                 `protobuf:"bytes,5,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	PodUid       string                 `protobuf:"bytes,6,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	NetConf      []byte                 `protobuf:"bytes,7,opt,name=net_conf,json=netConf,proto3" json:"net_conf,omitempty"`
+	// mtu is the network config's mtu as the host parsed it (0: unset).
+	Mtu           uint32 `protobuf:"varint,8,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -879,6 +881,13 @@ func (x *CNIRequest) GetNetConf() []byte {
 		return x.NetConf
 	}
 	return nil
+}
+
+func (x *CNIRequest) GetMtu() uint32 {
+	if x != nil {
+		return x.Mtu
+	}
+	return 0
 }
 
 type CNIAttachment struct {
@@ -4821,7 +4830,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\rStartResponse\"%\n" +
 	"\vStopRequest\x12\x16\n" +
 	"\x06unload\x18\x01 \x01(\bR\x06unload\"\x0e\n" +
-	"\fStopResponse\"\xd2\x01\n" +
+	"\fStopResponse\"\xe4\x01\n" +
 	"\n" +
 	"CNIRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x14\n" +
@@ -4830,7 +4839,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\rpod_namespace\x18\x04 \x01(\tR\fpodNamespace\x12\x19\n" +
 	"\bpod_name\x18\x05 \x01(\tR\apodName\x12\x17\n" +
 	"\apod_uid\x18\x06 \x01(\tR\x06podUid\x12\x19\n" +
-	"\bnet_conf\x18\a \x01(\fR\anetConf\"K\n" +
+	"\bnet_conf\x18\a \x01(\fR\anetConf\x12\x10\n" +
+	"\x03mtu\x18\b \x01(\rR\x03mtu\"K\n" +
 	"\rCNIAttachment\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x17\n" +
 	"\aif_name\x18\x02 \x01(\tR\x06ifName\"d\n" +
