@@ -343,6 +343,43 @@ func (a *Agent) Disable(t testenv.T, name string) {
 	}
 }
 
+// SetConfig sets one key of a plugin's config section (as Options.Config
+// wrote it, one key per line) to value and reloads the agent (SIGHUP), as
+// an operator changing a feature's config would: the agent restarts the
+// plugin with its new config, keeping its flows until it syncs.
+func (a *Agent) SetConfig(t testenv.T, name, key string, value any) {
+	t.Helper()
+	raw, err := os.ReadFile(a.ConfigPath)
+	if err != nil {
+		t.Fatalf("configuring %s on %s: %v", name, a.Node.Name, err)
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		t.Fatalf("configuring %s on %s: %s: %v", name, a.Node.Name, key, err)
+	}
+	lines := strings.SplitAfter(string(raw), "\n")
+	in, set := false, false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "- name: "):
+			in = strings.TrimSpace(strings.TrimPrefix(l, "- name: ")) == name
+		case in && strings.HasPrefix(l, "    "+key+": "):
+			lines[i] = fmt.Sprintf("    %s: %s\n", key, v)
+			set = true
+		}
+	}
+	if !set {
+		t.Fatalf("configuring %s on %s: no key %q in its config section in %s", name, a.Node.Name, key, a.ConfigPath)
+	}
+	err = os.WriteFile(a.ConfigPath, []byte(strings.Join(lines, "")), 0o644)
+	if err == nil {
+		err = syscall.Kill(a.Process.Pid(), syscall.SIGHUP)
+	}
+	if err != nil {
+		t.Fatalf("configuring %s on %s: %v", name, a.Node.Name, err)
+	}
+}
+
 // Enable adds plugins to the end of the agent's config and reloads it
 // (SIGHUP), as an operator enabling a feature would.
 func (a *Agent) Enable(t testenv.T, ps ...Plugin) {

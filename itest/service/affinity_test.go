@@ -40,24 +40,35 @@ func TestSessionAffinity(t *testing.T) {
 			t.Fatalf("connection %d reached %s (%v), want %s, where the client's first connection went", i, got, err, first)
 		}
 	}
-	// Idle beyond the timeout, again and again: balanced afresh.
+	seen := affinityExpires(t, c.NetNS, cip, timeout, first)
+	t.Logf("endpoints met across idle periods: %v (of %v)", seen, bs)
+}
+
+// affinityExpires idles a client (in netns) that has been reaching first
+// through the sticky Service ip:90 longer than the affinity timeout (in
+// seconds), again and again, until its next connection is balanced to
+// another endpoint; after each idle period it must stick again. It fails
+// the test when 8 idle periods never met another endpoint, and returns
+// the endpoints met.
+func affinityExpires(t *testing.T, netns string, ip net.IP, timeout int, first string) map[string]int {
+	t.Helper()
 	seen := map[string]int{first: 1}
 	for cycle := 0; len(seen) < 2 && cycle < 8; cycle++ {
-		time.Sleep(timeout*time.Second + 1500*time.Millisecond)
-		got, _, err := who(c.NetNS, "tcp", cip, 90)
+		time.Sleep(time.Duration(timeout)*time.Second + 1500*time.Millisecond)
+		got, _, err := who(netns, "tcp", ip, 90)
 		if err != nil {
 			t.Fatalf("after an idle period: %v", err)
 		}
 		seen[got]++
 		// and sticky again right after
 		for range 5 {
-			if again, _, err := who(c.NetNS, "tcp", cip, 90); err != nil || again != got {
+			if again, _, err := who(netns, "tcp", ip, 90); err != nil || again != got {
 				t.Fatalf("after re-balancing to %s a connection reached %s (%v)", got, again, err)
 			}
 		}
 	}
-	t.Logf("endpoints met across idle periods: %v (of %v)", seen, bs)
 	if len(seen) < 2 {
 		t.Errorf("after 8 idle periods longer than the %ds timeout the client only ever reached %v: affinity never expired", timeout, seen)
 	}
+	return seen
 }

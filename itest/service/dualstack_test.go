@@ -2,9 +2,11 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/controlplane"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/probe"
 	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/plugins/service/hostnet"
 )
 
 // dualStack makes a Service RequireDualStack, IPv4 first.
@@ -61,8 +65,12 @@ func gateway6(n *cluster.Node) net.IP {
 // reaching itself through the IPv6 ClusterIP is a hairpin, seen as the
 // IPv6 hairpin address. IPv6 external and load-balancer IPs are served
 // from outside and from pods, and their routes leave with the Service;
-// ClientIP affinity holds over IPv6; a departed IPv6 UDP endpoint's
-// conntrack entries are flushed.
+// ClientIP affinity holds over IPv6 and expires after its timeout; a
+// departed IPv6 UDP endpoint's conntrack entries are flushed. Last,
+// node-1's plugin takes back what an earlier incarnation or configuration
+// left: a route to an external IP whose Service went while the agent was
+// down, and, once the operator drops the IPv6 Service CIDR, every IPv6
+// route, the IPv6 hairpin neighbour and the ip6 NodePort table.
 func TestDualStack(t *testing.T) {
 	e := startDualStack(t, 3)
 	var backends, clients []*cluster.Pod
@@ -288,9 +296,11 @@ func TestDualStack(t *testing.T) {
 	})
 
 	t.Run("session affinity over IPv6", func(t *testing.T) {
+		const timeout = 2
 		s := e.createService(t, "sticky", whoPorts, func(s *corev1.Service) {
 			dualStack(s)
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(timeout))}}
 		})
 		_, sticky6 := clusterIPs(t, s)
 		e.endpoints6(t, "sticky", whoPorts, backends...)
@@ -313,6 +323,8 @@ func TestDualStack(t *testing.T) {
 				t.Errorf("%s to the sticky Service: %v", o.Name, err)
 			}
 		}
+		// The learned entry expires after the timeout, over IPv6 too.
+		t.Logf("endpoints met across idle periods over IPv6: %v", affinityExpires(t, c.NetNS, sticky6, timeout, first))
 	})
 
 	t.Run("a departed IPv6 UDP endpoint's conntrack entries are flushed", func(t *testing.T) {
@@ -353,5 +365,95 @@ func TestDualStack(t *testing.T) {
 				return nil
 			})
 		}
+	})
+
+	// Last: it turns node-1 IPv4-only.
+	t.Run("going IPv4-only leaves no IPv6 route, neighbour or table; a route the plugin missed is swept", func(t *testing.T) {
+		n1 := e.c.Nodes[0]
+		a1 := e.agents[n1.Name]
+		owned := func(family string) string {
+			out, err := n1.Exec("ip", family, "route", "show", "dev", "sy-gw0", "proto", "89")
+			if err != nil {
+				t.Fatalf("ip %s route: %v %s", family, err, out)
+			}
+			return strings.TrimSpace(out)
+		}
+		ip6Table := func() bool {
+			out, err := n1.Exec("nft", "list", "tables", "ip6")
+			if err != nil {
+				t.Fatalf("nft list tables: %v %s", err, out)
+			}
+			return strings.Contains(out, hostnet.TableName)
+		}
+		// An IPv6 NodePort, so node-1 has an ip6 table, and an IPv4
+		// external IP, routed into br-int.
+		e.createService(t, "np-left", whoPorts, func(s *corev1.Service) {
+			dualStack(s)
+			s.Spec.Type = corev1.ServiceTypeNodePort
+		})
+		e.endpoints6(t, "np-left", whoPorts, backends[1])
+		const extIP = "192.0.2.99"
+		e.createService(t, "ext-left", whoPorts, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{extIP} })
+		e.endpoints(t, "ext-left", whoPorts, backends[1])
+		eventually(t, "node-1's ip6 NodePort table and its routes of both families", func() error {
+			if !ip6Table() {
+				return errors.New("no ip6 table " + hostnet.TableName)
+			}
+			if !strings.Contains(owned("-4"), extIP) {
+				return fmt.Errorf("no route to %s: %q", extIP, owned("-4"))
+			}
+			if owned("-6") == "" {
+				return errors.New("no IPv6 route")
+			}
+			return nil
+		})
+
+		// The external IP's Service goes while the agent (and with it the
+		// plugin) is down: the next incarnation finds the route left.
+		a1.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.cp.Client.CoreV1().Services(ns).Delete(ctx, "ext-left", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		a1.Run(t)
+		e.waitSynced(t, n1)
+		eventually(t, "the route to "+extIP+" left by the earlier incarnation gone", func() error {
+			if out := owned("-4"); strings.Contains(out, extIP) {
+				return fmt.Errorf("still %q", out)
+			}
+			return nil
+		})
+
+		// The operator drops the IPv6 Service CIDR: the plugin restarts
+		// with the new config and takes back what only IPv6 needed.
+		_, before, _ := e.plugin(t, n1, "service")
+		a1.SetConfig(t, "service", "serviceCIDRs", []string{controlplane.ServiceCIDR})
+		eventually(t, "the service plugin restarted IPv4-only and synced", func() error {
+			if st, pid, _ := e.plugin(t, n1, "service"); pid == before || st != "synced" {
+				return fmt.Errorf("service is %s (pid %d, %d before the change)", st, pid, before)
+			}
+			return nil
+		})
+		eventually(t, "node-1 without IPv6 routes, neighbour or ip6 table", func() error {
+			if out := owned("-6"); out != "" {
+				return fmt.Errorf("IPv6 routes left: %q", out)
+			}
+			if ip6Table() {
+				return errors.New("ip6 table " + hostnet.TableName + " left")
+			}
+			if out, _ := n1.Exec("ip", "-6", "neigh", "show", "dev", "sy-gw0"); strings.Contains(out, "fd00:5ce::fd") {
+				return fmt.Errorf("the IPv6 hairpin neighbour left: %q", out)
+			}
+			return nil
+		})
+		// IPv4 is untouched: the Service CIDR route, and a ClusterIP works.
+		if out := owned("-4"); !strings.Contains(out, controlplane.ServiceCIDR) {
+			t.Errorf("IPv4 routes after going IPv4-only: %q, want the Service CIDR %s", out, controlplane.ServiceCIDR)
+		}
+		eventually(t, "the IPv4 ClusterIP from a pod of node-1", func() error {
+			_, _, err := who(clients[0].NetNS, "tcp", ip4, 90)
+			return err
+		})
 	})
 }

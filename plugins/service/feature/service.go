@@ -270,13 +270,14 @@ func New() *Service {
 
 // Describe declares the tables, fields and resources.
 func (s *Service) Describe(_ context.Context, req sdk.DescribeRequest, resp *sdk.DescribeResponse) error {
-	if _, err := ParseConfig(req.Config); err != nil {
+	cfg, err := ParseConfig(req.Config)
+	if err != nil {
 		return err
 	}
 	resp.Name = "service"
 	resp.Version = Version
 	resp.Tables = flows.Tables()
-	resp.Fields = flows.Fields()
+	resp.Fields = flows.Fields(cfg.ipv6)
 	resp.Resources = flows.Resources()
 	return nil
 }
@@ -322,6 +323,9 @@ func (s *Service) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartR
 		if err := hostnet.Install(gw, cfg.hop(v6), cfg.routed(v6)); err != nil {
 			return err
 		}
+	}
+	if err := s.sweepRoutes(); err != nil {
+		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slim))
 	svcInf := factory.Core().V1().Services()
@@ -515,6 +519,43 @@ func (s *Service) syncAll(ctx context.Context) (int, error) {
 	return len(all), errors.Join(errs...)
 }
 
+// sweepRoutes takes over the routes an earlier incarnation left on the
+// gateway device: a host route of a balanced family may be an external
+// IP still served, so it joins extRoutes, and the first full sync keeps
+// or removes it; any other route that is not one Install just made (a
+// family or Service CIDR the config no longer has, an earlier next hop's)
+// is removed now, as is the neighbour of a family no longer balanced.
+func (s *Service) sweepRoutes() error {
+	owned, err := hostnet.Owned(s.gw)
+	if err != nil {
+		return err
+	}
+	keep := map[netip.Prefix]bool{}
+	balanced := map[bool]bool{}
+	for _, v6 := range s.cfg.families() {
+		balanced[v6] = true
+		for _, p := range s.cfg.routed(v6) {
+			keep[p] = true
+		}
+	}
+	var errs []error
+	for p, r := range owned {
+		v6 := p.Addr().Is6()
+		switch {
+		case keep[p]:
+		case balanced[v6] && p.IsSingleIP():
+			s.extRoutes[p.Addr()] = true
+		default:
+			s.log.Info("removing a route an earlier configuration left", "route", p.String(), "via", r.Gw.String())
+			errs = append(errs, hostnet.DelOwned(r))
+		}
+	}
+	if !balanced[true] {
+		errs = append(errs, hostnet.Remove(s.gw, s.cfg.hop(true), nil))
+	}
+	return errors.Join(errs...)
+}
+
 // hostRoutes applies the external routes when the plugin runs on a node
 // (unit tests have no gateway).
 func (s *Service) hostRoutes() error {
@@ -536,7 +577,7 @@ func (s *Service) applyExternalRoutes() error {
 	var errs []error
 	for a := range s.extRoutes {
 		if !want[a] {
-			if err := hostnet.DelRoute(s.gw, s.cfg.hop(a.Is6()), hostPrefix(a)); err != nil {
+			if err := hostnet.DelRoute(s.gw, hostPrefix(a)); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -1177,12 +1218,14 @@ func (s *Service) Stop(_ context.Context, req sdk.StopRequest, _ *sdk.StopRespon
 		return nil
 	}
 	s.log.Info("unloaded: removing the route to the Service CIDRs and external IPs and the NodePort table", "service_cidrs", s.cfg.cidrs)
-	var errs []error
-	for a := range s.extRoutes {
-		errs = append(errs, hostnet.DelRoute(s.gw, s.cfg.hop(a.Is6()), hostPrefix(a)))
+	// Every route the plugin made, whichever configuration made it.
+	owned, err := hostnet.Owned(s.gw)
+	errs := []error{err}
+	for _, r := range owned {
+		errs = append(errs, hostnet.DelOwned(r))
 	}
-	for _, v6 := range s.cfg.families() {
-		errs = append(errs, hostnet.Remove(s.gw, s.cfg.hop(v6), s.cfg.routed(v6)))
+	for _, v6 := range []bool{false, true} {
+		errs = append(errs, hostnet.Remove(s.gw, s.cfg.hop(v6), nil))
 	}
 	return errors.Join(append(errs, hostnet.ApplyNodePorts(nil, s.cfg.nodePort, s.cfg.vip6(), nil))...)
 }

@@ -65,9 +65,10 @@
 // counterparts with HairpinIP6, NodePortIP6 and GatewayIP6. With every
 // in-tree plugin loaded (podnet, tunnel, netpol, service, egress) the
 // registers hold 37 well-known bits, 20 of netpol's and 171 of the
-// service plugin's: 228 of 512. Each 32-bit field takes a register of its
-// own (with netpol registered first: service's in reg0 bits 25-27 and
-// reg2-reg7), so reg8-reg15 stay free.
+// service plugin's: 228 of 512. Each 32-bit field takes a register of
+// its own (with netpol registered first: service's in reg0 bits 25-27 and
+// reg2-reg7), so reg8-reg15 stay free. Without an IPv6 Service CIDR the
+// plugin does not ask for the IPv6 words: 75 bits, 132 of 512.
 //
 // To add a flow kind: add it to StaticFlows or PortFlows and extend the
 // golden lists in flows_test.go.

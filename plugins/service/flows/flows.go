@@ -86,10 +86,15 @@ var (
 	FieldSNAT = flow.Field{Name: "service.snat", Width: 1}
 )
 
-// Fields lists the register fields the plugin requests.
-func Fields() []flow.Field {
-	return []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT, FieldAffinity,
-		FieldEPIP6[0], FieldEPIP6[1], FieldEPIP6[2]}
+// Fields lists the register fields the plugin requests: the three upper
+// words of an IPv6 endpoint only when it balances IPv6 Services (ipv6),
+// so an IPv4-only node leaves those 96 register bits to other plugins.
+func Fields(ipv6 bool) []flow.Field {
+	fs := []flow.Field{FieldSvc, FieldEPIP, FieldEPPort, FieldHairpin, FieldSNAT, FieldAffinity}
+	if ipv6 {
+		fs = append(fs, FieldEPIP6[:]...)
+	}
+	return fs
 }
 
 // Shared resources, by name.

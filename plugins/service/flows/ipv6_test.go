@@ -145,17 +145,26 @@ func TestPortFlowsIPv6(t *testing.T) {
 
 // TestFieldsFit: every field fits one register, and with the SDK's
 // well-known bits and netpol's 20 (the only other in-tree plugin that
-// asks for any) the node keeps most of its 16 registers free.
+// asks for any) the node keeps most of its 16 registers free. An
+// IPv4-only plugin leaves out the IPv6 endpoint's upper 96 bits.
 func TestFieldsFit(t *testing.T) {
 	const registers, wellKnown, netpol = 16 * 32, 4 + 1 + 32, 20
-	bits := 0
-	for _, f := range Fields() {
-		if err := f.Validate(); err != nil {
-			t.Error(err)
+	for _, tc := range []struct {
+		ipv6 bool
+		bits int
+	}{{false, 75}, {true, 75 + 96}} {
+		bits := 0
+		for _, f := range Fields(tc.ipv6) {
+			if err := f.Validate(); err != nil {
+				t.Error(err)
+			}
+			bits += int(f.Width)
 		}
-		bits += int(f.Width)
-	}
-	if used := wellKnown + netpol + bits; used > registers/2 {
-		t.Errorf("the service plugin asks for %d bits; with the others %d of %d", bits, used, registers)
+		if bits != tc.bits {
+			t.Errorf("ipv6=%v: the service plugin asks for %d bits, want %d", tc.ipv6, bits, tc.bits)
+		}
+		if used := wellKnown + netpol + bits; used > registers/2 {
+			t.Errorf("ipv6=%v: the service plugin asks for %d bits; with the others %d of %d", tc.ipv6, bits, used, registers)
+		}
 	}
 }

@@ -45,14 +45,18 @@ var (
 // br-int through the gateway (the route Install set for the address),
 // where the NodePort's flows balance it, and undoes the DNAT on the
 // answers with its own conntrack. No NodePort of a family: no table of it.
-// An invalid vip6 (no IPv6 Services) leaves the ip6 family alone, so an
-// IPv4-only node never needs it.
+// An invalid vip6 (no IPv6 Services) only removes an ip6 table an
+// earlier, dual-stack configuration left, so an IPv4-only node never
+// needs ip6 support in its kernel.
 func ApplyNodePorts(nodeIPs []netip.Addr, vip, vip6 netip.Addr, ports []NodePort) error {
 	var errs []error
 	for _, f := range []ipFamily{familyIPv4, familyIPv6} {
 		to := vip
 		if f.ipv6 {
 			if !vip6.IsValid() {
+				if err := removeLeftTable(f); err != nil {
+					errs = append(errs, err)
+				}
 				continue
 			}
 			to = vip6
@@ -74,6 +78,28 @@ func ApplyNodePorts(nodeIPs []netip.Addr, vip, vip6 netip.Addr, ports []NodePort
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeLeftTable deletes family f's table if there is one. A kernel
+// that cannot list the family has none.
+func removeLeftTable(f ipFamily) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	ts, err := c.ListTablesOfFamily(f.table)
+	if err != nil {
+		return nil
+	}
+	for _, t := range ts {
+		if t.Name == TableName {
+			c.DelTable(t)
+			if err := c.Flush(); err != nil {
+				return fmt.Errorf("nftables: removing the %s NodePort table %s left by an earlier configuration: %w", familyName(f), TableName, err)
+			}
+		}
+	}
+	return nil
 }
 
 // applyFamily writes one family's table.
