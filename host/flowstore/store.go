@@ -18,6 +18,7 @@ type Entry struct {
 	R   *pipeline.Resolved
 
 	wire []byte // the flow's wire form, once Plan has encoded it
+	fset string // the intern key of R.Fields, once Prepare has built it
 }
 
 // held is how the store keeps an installed flow: its wire form and the few
@@ -116,7 +117,7 @@ func (s *Store) owner(name string) *owned {
 func (s *Store) compact(o *owned, e *Entry, round uint16) *held {
 	r := e.R
 	h := &held{owner: o, cookie: r.Cookie, round: round, gotoID: r.Goto, layout: r.Layout, miss: r.Miss,
-		jumps: string(r.Jumps), fields: s.internFields(r.Fields)}
+		jumps: string(r.Jumps), fields: s.internFields(r.Fields, e.fset)}
 	h.wire = e.wire
 	if h.wire == nil {
 		h.wire = wireOf(r)
@@ -140,15 +141,27 @@ func unchanged(h *held, r *pipeline.Resolved, wire []byte) bool {
 		h.jumps == string(r.Jumps) && maps.Equal(h.fields, r.Fields) && string(h.wire) == string(wire)
 }
 
-func (s *Store) internFields(f map[string]flow.Bits) map[string]flow.Bits {
+// fieldsKey is the intern key of a flow's register fields.
+func fieldsKey(f map[string]flow.Bits) string {
 	if len(f) == 0 {
-		return nil
+		return ""
 	}
 	var b strings.Builder
 	for _, n := range slices.Sorted(maps.Keys(f)) {
 		fmt.Fprintf(&b, "%s=%s;", n, f[n])
 	}
-	k := b.String()
+	return b.String()
+}
+
+// internFields returns the store's one copy of f; k is fieldsKey(f) when
+// the caller already built it ("" builds it here).
+func (s *Store) internFields(f map[string]flow.Bits, k string) map[string]flow.Bits {
+	if len(f) == 0 {
+		return nil
+	}
+	if k == "" {
+		k = fieldsKey(f)
+	}
 	if m, ok := s.fieldSets[k]; ok {
 		return m
 	}
@@ -205,38 +218,106 @@ type Op struct {
 	Meter  *flow.Meter        // plugin-local ID
 	Prefix uint16             // owner's prefix, for group/meter IDs
 	Round  uint16             // owner's round, recorded on groups/meters
+
+	// What Prepare worked out for a flow, from the flow alone.
+	prepared bool
+	key      pipeline.Key
+	wire     []byte // adds and modifies
+	fset     string
+}
+
+// Prepare does the part of planning that needs only the ops themselves
+// (each flow's key, wire form and field-set key), so that a caller that
+// serialises Plan with other work does this outside its lock: for a large
+// batch it is most of the cost. Plan prepares what was not.
+func Prepare(ops []Op) {
+	for i := range ops {
+		prepare(&ops[i])
+	}
+}
+
+func prepare(op *Op) {
+	if op.Flow == nil || op.prepared {
+		return
+	}
+	op.key = op.Flow.Key()
+	if op.Kind != flow.OpDelete {
+		op.wire = wireOf(op.Flow)
+		op.fset = fieldsKey(op.Flow.Fields)
+	}
+	op.prepared = true
 }
 
 // Plan checks ops of owner against the store: conflicts with other owners,
 // deletes of other owners' objects, and the owner's flow limit (0: none).
 func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
-	p := &Plan{Owner: owner, Changes: make([]Change, 0, len(ops))}
-	o := s.owners[owner]
-	count := 0
-	if o != nil {
-		count = o.flows
+	pl := s.Planner(owner, len(ops), maxFlows)
+	if err := pl.Add(ops); err != nil {
+		return nil, err
 	}
-	// pending tracks keys this batch adds or deletes, so the count stays right
-	// when a batch touches the same key twice.
-	pending := make(map[pipeline.Key]bool, len(ops))
-	// enc and buf encode each re-submitted flow for comparison without
-	// allocating; only a flow that really changed gets its own copy.
-	var enc sdkhost.FlowEncoder
-	var buf []byte
-	for i, op := range ops {
+	return pl.Plan()
+}
+
+// Planner plans one batch in parts, so a caller that holds a lock around
+// the store can let go of it between parts: a part sees the store as it
+// is then. Changes planned in earlier parts are the caller's to protect
+// from other owners meanwhile (the agent reserves their keys).
+type Planner struct {
+	s        *Store
+	owner    string
+	maxFlows int
+	p        *Plan
+	count    int
+	// pending tracks keys this batch adds or deletes, so the count stays
+	// right when a batch touches the same key twice.
+	pending map[pipeline.Key]bool
+	next    int // index of the next op, for errors
+}
+
+// Planner starts planning a batch of n ops of owner.
+func (s *Store) Planner(owner string, n, maxFlows int) *Planner {
+	pl := &Planner{s: s, owner: owner, maxFlows: maxFlows, p: &Plan{Owner: owner, Changes: make([]Change, 0, n)},
+		pending: make(map[pipeline.Key]bool, n)}
+	if o := s.owners[owner]; o != nil {
+		pl.count = o.flows
+	}
+	return pl
+}
+
+// Changes are the changes planned so far.
+func (pl *Planner) Changes() []Change { return pl.p.Changes }
+
+// Plan ends planning: it checks the owner's flow limit.
+func (pl *Planner) Plan() (*Plan, error) {
+	if pl.maxFlows > 0 && pl.count > pl.maxFlows {
+		return nil, fmt.Errorf("%w: plugin %q would hold %d flows, over its limit of %d", sdk.ErrLimit, pl.owner, pl.count, pl.maxFlows)
+	}
+	return pl.p, nil
+}
+
+// Add plans the next ops of the batch.
+func (pl *Planner) Add(ops []Op) error {
+	s, owner, p := pl.s, pl.owner, pl.p
+	o := s.owners[owner]
+	base := pl.next
+	pl.next += len(ops)
+	for j := range ops {
+		op := &ops[j]
+		i := base + j
 		switch {
 		case op.Flow != nil:
-			e := &Entry{Key: op.Flow.Key(), R: op.Flow}
+			prepare(op)
+			e := &Entry{Key: op.key, R: op.Flow, fset: op.fset}
 			cur := s.byKey[e.Key]
 			if cur != nil && cur.owner.name != owner {
 				verb := "install"
 				if op.Kind == flow.OpDelete {
 					verb = "delete"
 				}
-				return nil, fmt.Errorf("%w: plugin %q cannot %s flow %s (op %d): plugin %q already holds that table, priority and match",
+				return fmt.Errorf("%w: plugin %q cannot %s flow %s (op %d): plugin %q already holds that table, priority and match",
 					sdk.ErrConflict, owner, verb, e.Key, i, cur.owner.name)
 			}
-			present, seen := pending[e.Key]
+			present, seen := pl.pending[e.Key]
 			if !seen {
 				present = cur != nil
 			}
@@ -244,23 +325,19 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 			switch op.Kind {
 			case flow.OpAdd, flow.OpModify:
 				if !present {
-					count++
+					pl.count++
 				}
-				pending[e.Key] = true
+				pl.pending[e.Key] = true
+				e.wire = op.wire
 				if cur != nil && !seen && s.KnownRound != nil {
 					_, r, _ := pipeline.SplitCookie(cur.cookie)
-					if s.KnownRound(owner, r) {
-						buf = enc.Append(buf[:0], e.R.Flow)
-						if refresh = unchanged(cur, e.R, buf); !refresh {
-							e.wire = slices.Clip(slices.Clone(buf))
-						}
-					}
+					refresh = s.KnownRound(owner, r) && unchanged(cur, e.R, op.wire)
 				}
 			case flow.OpDelete:
 				if present {
-					count--
+					pl.count--
 				}
-				pending[e.Key] = false
+				pl.pending[e.Key] = false
 			}
 			p.Changes = append(p.Changes, Change{Kind: op.Kind, Flow: e, Refresh: refresh})
 		case op.Group != nil:
@@ -283,16 +360,18 @@ func (s *Store) Plan(owner string, ops []Op, maxFlows int) (*Plan, error) {
 			p.Changes = append(p.Changes, Change{Kind: kind, Meter: m})
 		}
 	}
-	if maxFlows > 0 && count > maxFlows {
-		return nil, fmt.Errorf("%w: plugin %q would hold %d flows, over its limit of %d", sdk.ErrLimit, owner, count, maxFlows)
-	}
-	return p, nil
+	return nil
 }
 
 // Commit records a plan the switch accepted.
-func (s *Store) Commit(p *Plan) {
+func (s *Store) Commit(p *Plan) { s.CommitPart(p, 0, len(p.Changes)) }
+
+// CommitPart records changes [from, to) of a plan the switch accepted: a
+// caller that holds a lock around the store commits a large plan in parts
+// and lets go of the lock between them. Parts are committed in order.
+func (s *Store) CommitPart(p *Plan, from, to int) {
 	o := s.owner(p.Owner)
-	for _, c := range p.Changes {
+	for _, c := range p.Changes[from:to] {
 		switch {
 		case c.Flow != nil:
 			cur := s.byKey[c.Flow.Key]
