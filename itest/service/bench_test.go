@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -211,6 +212,14 @@ func BenchmarkConnRate(b *testing.B) {
 	const d, rateSamples = 2 * time.Second, 5
 	rate := func(who string) float64 {
 		var rs []float64
+		procs := e.benchProcs(b)
+		// What every process does with no connection at all, over 2 s: a
+		// switch that works in the background at this size takes that CPU
+		// from the connections.
+		idleFrom, idleStart := procs.ticks(), time.Now()
+		time.Sleep(2 * time.Second)
+		b.Logf("%s: CPU with no traffic, per second: %s", who, procs.perThousand(idleFrom, time.Since(idleStart).Seconds()*1000))
+		cpuBefore, covBefore := procs.ticks(), coverage(b, n1)
 		before := datapathStats(b, n1)
 		for range b.N * rateSamples {
 			r, err := connRate(c1.NetNS, ip, 70, d)
@@ -228,8 +237,8 @@ func BenchmarkConnRate(b *testing.B) {
 		for _, r := range rs {
 			conns += r * d.Seconds()
 		}
-		b.Logf("%s: %.0f conns/s (samples %.0f); node-1 datapath per connection: %s", who, rs[len(rs)/2], rs,
-			datapathStats(b, n1).perConn(before, conns))
+		b.Logf("%s: %.0f conns/s (samples %.0f); node-1 datapath per connection: %s; CPU per 1,000 connections: %s; node-1 switch events per connection: %s", who, rs[len(rs)/2], rs,
+			datapathStats(b, n1).perConn(before, conns), procs.perThousand(cpuBefore, conns), coverage(b, n1).perConn(covBefore, conns))
 		return rs[len(rs)/2]
 	}
 	// reach polls until a connection from c to `to` gets its echo and
@@ -573,10 +582,114 @@ func (s dpStats) perConn(before dpStats, conns float64) string {
 			continue
 		}
 		if strings.HasPrefix(k, "avg.") {
-			parts = append(parts, fmt.Sprintf("%s %.2f", k, s[k]))
+			// The counter is an average over the datapath's life; the
+			// lookups in this window are that average times the hits,
+			// taken before and after.
+			hits, hitsBefore := s["megaflow hits"], before["megaflow hits"]
+			if d := hits - hitsBefore; d > 0 {
+				parts = append(parts, fmt.Sprintf("subtable lookups per megaflow hit %.2f", (s[k]*hits-before[k]*hitsBefore)/d))
+			}
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, (s[k]-before[k])/conns))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// benchProcs are the processes whose CPU a rate sample accounts for, by
+// name: each node's switch, agent and plugins, the kube-proxies, and this
+// test process (the client that dials).
+type benchProcs map[string]int
+
+func (e *env) benchProcs(b *testing.B) benchProcs {
+	ps := benchProcs{"bench (client)": os.Getpid()}
+	for _, n := range e.c.Nodes {
+		ps["ovs-vswitchd "+n.Name] = n.OVS.VswitchdPid()
+		if a := e.agents[n.Name]; a != nil {
+			ps["agent "+n.Name] = a.Process.Pid()
+			for _, name := range []string{"podnet", "tunnel", "service"} {
+				if s, pid, _ := e.plugin(b, n, name); pid > 0 && s != "not listed" {
+					ps[name+" "+n.Name] = pid
+				}
+			}
+		}
+		if kp := e.kubeProxies[n.Name]; kp != nil {
+			ps["kube-proxy "+n.Name] = kp.proc.Pid()
+		}
+	}
+	return ps
+}
+
+// ticks reads every process's CPU time; one that is gone reads -1.
+func (ps benchProcs) ticks() map[string]int {
+	out := map[string]int{}
+	for name, pid := range ps {
+		t, err := cpuTicks(pid)
+		if err != nil {
+			t = -1
+		}
+		out[name] = t
+	}
+	return out
+}
+
+// perThousand is the CPU each process used since before, per 1,000
+// connections, busiest first.
+func (ps benchProcs) perThousand(before map[string]int, conns float64) string {
+	now := ps.ticks()
+	type use struct {
+		name string
+		ms   float64
+	}
+	var uses []use
+	for name, t := range now {
+		if t < 0 || before[name] < 0 {
+			continue
+		}
+		uses = append(uses, use{name, float64(ticksTime(t-before[name]).Milliseconds()) * 1000 / conns})
+	}
+	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(b.ms, a.ms) })
+	var parts []string
+	for _, u := range uses {
+		parts = append(parts, fmt.Sprintf("%s %.0f ms", u.name, u.ms))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// switchEvents are ovs-vswitchd's coverage counters (coverage/show), by
+// name: how often each of its code paths ran since it started.
+type switchEvents map[string]float64
+
+func coverage(b *testing.B, n *cluster.Node) switchEvents {
+	out := switchEvents{}
+	for _, line := range strings.Split(n.OVS.Appctl(b, "coverage/show"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[len(f)-2] != "total:" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out
+}
+
+// perConn is the 12 busiest counters since before, per connection.
+func (s switchEvents) perConn(before switchEvents, conns float64) string {
+	type ev struct {
+		name string
+		n    float64
+	}
+	var evs []ev
+	for k, v := range s {
+		if d := v - before[k]; d > 0 {
+			evs = append(evs, ev{k, d / conns})
+		}
+	}
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(b.n, a.n) })
+	var parts []string
+	for _, e := range evs[:min(12, len(evs))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f", e.name, e.n))
 	}
 	return strings.Join(parts, ", ")
 }
