@@ -33,7 +33,10 @@ func GratuitousARP(netnsPath, ifName string, mac net.HardwareAddr, ip netip.Addr
 		if err != nil {
 			return fmt.Errorf("gratuitous ARP socket: %w", err)
 		}
-		defer unix.Close(fd)
+		// Closing a packet socket waits for an RCU grace period
+		// (synchronize_net in packet_release), several milliseconds that
+		// the pod's ADD need not wait for: the socket is closed behind it.
+		defer func() { go unix.Close(fd) }()
 		sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: link.Attrs().Index, Halen: 6}
 		copy(sa.Addr[:], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 		if err := unix.Sendto(fd, ARPAnnouncement(mac, ip), 0, sa); err != nil {
