@@ -17,8 +17,8 @@ type Entry struct {
 	Key pipeline.Key
 	R   *pipeline.Resolved
 
-	wire []byte // the flow's wire form, once Plan has encoded it
-	fset string // the intern key of R.Fields, once Prepare has built it
+	wire []byte // the flow's wire form, once Prepare has encoded it
+	fset string // the intern key of R.Fields, likewise
 }
 
 // held is how the store keeps an installed flow: its wire form and the few
@@ -231,18 +231,27 @@ type Op struct {
 // serialises Plan with other work does this outside its lock: for a large
 // batch it is most of the cost. Plan prepares what was not.
 func Prepare(ops []Op) {
+	var p preparer
 	for i := range ops {
-		prepare(&ops[i])
+		p.prepare(&ops[i])
 	}
 }
 
-func prepare(op *Op) {
+// preparer encodes with scratch buffers kept between flows; each wire
+// form gets a copy of its own, clipped.
+type preparer struct {
+	enc sdkhost.FlowEncoder
+	buf []byte
+}
+
+func (p *preparer) prepare(op *Op) {
 	if op.Flow == nil || op.prepared {
 		return
 	}
 	op.key = op.Flow.Key()
 	if op.Kind != flow.OpDelete {
-		op.wire = wireOf(op.Flow)
+		p.buf = p.enc.Append(p.buf[:0], op.Flow.Flow)
+		op.wire = slices.Clip(slices.Clone(p.buf))
 		op.fset = fieldsKey(op.Flow.Fields)
 	}
 	op.prepared = true
@@ -299,6 +308,7 @@ func (pl *Planner) Plan() (*Plan, error) {
 func (pl *Planner) Add(ops []Op) error {
 	s, owner, p := pl.s, pl.owner, pl.p
 	o := s.owners[owner]
+	var prep preparer // for ops the caller did not Prepare
 	base := pl.next
 	pl.next += len(ops)
 	for j := range ops {
@@ -306,7 +316,7 @@ func (pl *Planner) Add(ops []Op) error {
 		i := base + j
 		switch {
 		case op.Flow != nil:
-			prepare(op)
+			prep.prepare(op)
 			e := &Entry{Key: op.key, R: op.Flow, fset: op.fset}
 			cur := s.byKey[e.Key]
 			if cur != nil && cur.owner.name != owner {
