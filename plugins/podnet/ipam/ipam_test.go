@@ -69,8 +69,15 @@ func TestDualStackAllocateReleasePersist(t *testing.T) {
 	if err := b.Release(k); err != nil {
 		t.Fatalf("second Release: %v", err)
 	}
-	if held := a.Get(k); len(held) != 0 {
+	if held := b.Get(k); len(held) != 0 {
 		t.Errorf("after Release the attachment still holds %v", held)
+	}
+	// The files are gone too: the next allocator over the directory finds
+	// nothing held.
+	a.Close()
+	b.Close()
+	if held := open(t, dir, "10.244.1.0/24", "fd00:10:244:1::/64").Get(k); len(held) != 0 {
+		t.Errorf("after Release and a reopen the attachment still holds %v", held)
 	}
 }
 
@@ -98,6 +105,55 @@ func TestPartialDualStackFailureReleasesAll(t *testing.T) {
 	}
 	if held := a.Get(Key{"c2", "eth0"}); len(held) != 0 {
 		t.Errorf("failed dual-stack allocation kept %v", held)
+	}
+	// Nor on disk: the IPv6 reservation file is removed again.
+	allocs, err := a.Allocations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := allocs[Key{"c2", "eth0"}]; len(held) != 0 {
+		t.Errorf("failed dual-stack allocation left reservation files for %v", held)
+	}
+}
+
+// The index by attachment follows the store through GC, which removes
+// files behind it, and through a reopen.
+func TestGCKeepsIndexAndDiskInStep(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, "10.244.3.0/24")
+	for _, c := range []string{"c1", "c2", "c3"} {
+		if _, err := a.Allocate(Key{c, "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.GC([]Key{{"c1", "eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"c2", "c3"} {
+		if held := a.Get(Key{c, "eth0"}); len(held) != 0 {
+			t.Errorf("%s holds %v after a GC that did not list it", c, held)
+		}
+	}
+	if _, err := a.Allocate(Key{"c4", "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[Key][]netip.Addr{
+		{"c1", "eth0"}: {netip.MustParseAddr("10.244.3.2")},
+		{"c4", "eth0"}: {netip.MustParseAddr("10.244.3.5")}, // round robin: after c3's .4
+	}
+	for name, al := range map[string]*Allocator{"the same allocator": a, "a reopened allocator": open(t, dir, "10.244.3.0/24")} {
+		got, err := al.Allocations()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, cmpNet); diff != "" {
+			t.Errorf("%s: Allocations (-want +got):\n%s", name, diff)
+		}
+		for k, addrs := range want {
+			if diff := cmp.Diff(addrs, al.Get(k), cmpNet); diff != "" {
+				t.Errorf("%s: Get(%v) (-want +got):\n%s", name, k, diff)
+			}
+		}
 	}
 }
 
