@@ -142,6 +142,12 @@ func Open(path string, log *slog.Logger) (*Store, error) {
 
 // persist writes the whole store; callers hold mu. The file is small (one
 // record per pod), so rewriting it beats the complexity of a log.
+//
+// The rename makes the new content replace the old at once for any reader
+// and across a crash of the agent. There is no fsync: the store lives in
+// the run directory (/var/run, a tmpfs on a node), so it does not outlive
+// a reboot, and neither do the pods it records; a sync bought nothing there
+// and took 0.5-2 ms of every CNI ADD and DEL on a disk.
 func (s *Store) persist(items map[Key]Interface) error {
 	f := fileFormat{Version: fileVersion, Interfaces: sortedValues(items)}
 	data, err := json.MarshalIndent(f, "", " ")
@@ -154,10 +160,6 @@ func (s *Store) persist(items map[Key]Interface) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("interface store: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("interface store: %w", err)
 	}
