@@ -54,7 +54,7 @@ func toPBCNIAddResponse(r *CNIAddResponse) *pb.CNIAddResponse {
 }
 
 func toPBPortRequest(r PortRequest) *pb.PortRequest {
-	return &pb.PortRequest{Name: r.Name, Type: r.Type, Options: r.Options, ExternalIds: r.ExternalIDs, Ofport: r.OFPort, Exported: r.Exported}
+	return &pb.PortRequest{Name: r.Name, Type: r.Type, Options: r.Options, ExternalIds: r.ExternalIDs, Ofport: r.OFPort, Exported: r.Exported, NoWait: r.NoWait}
 }
 
 func toPBPacketOut(p PacketOut) *pb.PacketOutRequest {

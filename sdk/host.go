@@ -16,8 +16,12 @@ type Host interface {
 	// applied atomically: on error nothing of it reached the switch.
 	Apply(ctx context.Context, b *flow.Batch) error
 	// CreatePort creates an OVS port on the bridge (idempotent by name) and
-	// waits for its OpenFlow port number.
+	// waits until ovs-vswitchd has attached it, unless req.NoWait.
 	CreatePort(ctx context.Context, req PortRequest) (Port, error)
+	// WaitPort waits until ovs-vswitchd has attached a port and returns
+	// it. It fails when the switch could not open the port, or gave it
+	// another OpenFlow port number than the one it was created with.
+	WaitPort(ctx context.Context, name string) (Port, error)
 	// DeletePort deletes a port this plugin created. Deleting a missing port
 	// is not an error.
 	DeletePort(ctx context.Context, name string) error
@@ -46,12 +50,22 @@ type PortRequest struct {
 	Options map[string]string
 	// ExternalIDs are stored on the port and interface for operators.
 	ExternalIDs map[string]string
-	// OFPort requests a specific OpenFlow port number (0 = any).
+	// OFPort requests a specific OpenFlow port number (0: the host picks
+	// a free one).
 	OFPort uint32
 	// Exported lets every plugin output to the port (flow.Output); by
 	// default only its creator may. A tunnel port that other features send
 	// into is exported; a pod's port is its plugin's own.
 	Exported bool
+	// NoWait returns once the port is in the switch's database, before
+	// ovs-vswitchd has attached it, with the OpenFlow port number it was
+	// created with (OFPort, or the one the host picked). Attaching takes
+	// the switch about 10 ms; a caller can install the port's flows
+	// meanwhile, and calls WaitPort before it relies on the port (podnet
+	// answers a CNI ADD only after WaitPort). A port that already exists is
+	// returned as it is; an OFPort another port holds is refused
+	// (ErrConflict).
+	NoWait bool
 }
 
 // Port is an OVS port on the bridge.

@@ -40,6 +40,14 @@ func (h *hostClient) CreatePort(ctx context.Context, req PortRequest) (Port, err
 	return fromPBPort(p), nil
 }
 
+func (h *hostClient) WaitPort(ctx context.Context, name string) (Port, error) {
+	p, err := h.c.WaitPort(ctx, &pb.PortName{Name: name})
+	if err != nil {
+		return Port{}, fromStatus(err)
+	}
+	return fromPBPort(p), nil
+}
+
 func (h *hostClient) DeletePort(ctx context.Context, name string) error {
 	_, err := h.c.DeletePort(ctx, &pb.PortName{Name: name})
 	return fromStatus(err)

@@ -217,6 +217,9 @@ func (f *fakeHost) Apply(_ context.Context, b *flow.Batch) error {
 func (f *fakeHost) CreatePort(_ context.Context, r sdk.PortRequest) (sdk.Port, error) {
 	return sdk.Port{Name: r.Name, OFPort: 9, Owner: "t"}, nil
 }
+func (f *fakeHost) WaitPort(_ context.Context, n string) (sdk.Port, error) {
+	return sdk.Port{Name: n, OFPort: 9, Owner: "t"}, nil
+}
 func (f *fakeHost) DeletePort(context.Context, string) error { return nil }
 func (f *fakeHost) Port(_ context.Context, n string) (sdk.Port, error) {
 	return sdk.Port{}, fmt.Errorf("%w: port %q", sdk.ErrNotFound, n)

@@ -38,6 +38,8 @@ type Switch interface {
 // PortDB is the OVSDB side the agent needs (*ovsdb.Client).
 type PortDB interface {
 	CreatePort(ctx context.Context, s ovsdb.PortSpec) error
+	EnsurePort(ctx context.Context, s ovsdb.PortSpec) (created bool, err error)
+	PickOFPort(ctx context.Context) (uint32, error)
 	DeletePort(ctx context.Context, name string) error
 	Port(ctx context.Context, name string) (ovsdb.PortInfo, error)
 	Ports(ctx context.Context, owner string) ([]ovsdb.PortInfo, error)
@@ -283,6 +285,15 @@ func (a *Agent) recordPort(no uint32, g pipeline.PortGrant) {
 	arb := a.arb
 	a.mu.Unlock()
 	arb.SetPort(no, g)
+}
+
+// portGrant says who holds an OpenFlow port number in the port book.
+func (a *Agent) portGrant(no uint32) (pipeline.PortGrant, bool) {
+	a.mu.Lock()
+	arb := a.arb
+	a.mu.Unlock()
+	g, ok := arb.Ports()[no]
+	return g, ok
 }
 
 func (a *Agent) forgetPort(name string) {

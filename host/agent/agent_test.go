@@ -138,6 +138,30 @@ func (d *fakeDB) CreatePort(_ context.Context, s ovsdb.PortSpec) error {
 	d.ports[s.Name] = ovsdb.PortInfo{Name: s.Name, Owner: s.Owner, OFPort: len(d.ports) + 1}
 	return nil
 }
+func (d *fakeDB) EnsurePort(_ context.Context, s ovsdb.PortSpec) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.ports[s.Name]; ok {
+		return false, nil
+	}
+	no := int(s.OFPort)
+	if no == 0 {
+		no = len(d.ports) + 1
+	}
+	d.ports[s.Name] = ovsdb.PortInfo{Name: s.Name, Owner: s.Owner, OFPort: no, OFPortRequest: int(s.OFPort)}
+	return true, nil
+}
+
+// PickOFPort gives the number CreatePort would: one above the ports there.
+func (d *fakeDB) PickOFPort(context.Context) (uint32, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	highest := 0
+	for _, p := range d.ports {
+		highest = max(highest, p.OFPort)
+	}
+	return uint32(highest + 1), nil
+}
 func (d *fakeDB) DeletePort(_ context.Context, n string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -743,5 +767,64 @@ func TestNoSweepBeforeEveryPluginLaunched(t *testing.T) {
 	a.sweepIfAllSynced(ctx)
 	if n := sw.count() - before; n != 1 {
 		t.Fatalf("%d sweep bundles once every plugin is synced, want 1", n)
+	}
+}
+
+// A port created with NoWait is reported with the number it was created
+// with before the switch attached it; WaitPort confirms that number, and
+// refuses a port the switch numbered otherwise, since its creator has
+// already installed flows for the requested one.
+func TestCreatePortNoWaitAndWaitPort(t *testing.T) {
+	a, _, db := newTestAgent(t)
+	ctx := context.Background()
+	register(t, a, "podnet")
+	svc := &service{a: a, r: &runner{a: a, spec: config.Plugin{Name: "podnet"}, limiter: newBucket(0, 0)}}
+
+	p, err := svc.CreatePort(ctx, sdk.PortRequest{Name: "pod0", NoWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.OFPort != 1 || p.Owner != "podnet" {
+		t.Fatalf("CreatePort(NoWait) = %+v; want the picked ofport 1, owner podnet", p)
+	}
+	if got, err := svc.WaitPort(ctx, "pod0"); err != nil || got.OFPort != 1 {
+		t.Errorf("WaitPort(pod0) = %+v, %v; want ofport 1", got, err)
+	}
+
+	// Another manager's port held the number: the switch gave another.
+	if _, err := svc.CreatePort(ctx, sdk.PortRequest{Name: "pod1", NoWait: true, OFPort: 7}); err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	info := db.ports["pod1"]
+	info.OFPort = 8
+	db.ports["pod1"] = info
+	db.mu.Unlock()
+	_, err = svc.WaitPort(ctx, "pod1")
+	if !errors.Is(err, sdk.ErrSwitch) || !strings.Contains(err.Error(), `gave port "pod1" OpenFlow port 8, not the 7 it was created with`) {
+		t.Errorf("WaitPort on a renumbered port: %v", err)
+	}
+	// Without NoWait, a renumbered port is fine: no flows were made for it.
+	if p, err := svc.CreatePort(ctx, sdk.PortRequest{Name: "pod1"}); err != nil || p.OFPort != 8 {
+		t.Errorf("CreatePort(pod1) of the existing port = %+v, %v; want ofport 8", p, err)
+	}
+
+	if _, err := svc.CreatePort(ctx, sdk.PortRequest{Name: "pod3", NoWait: true, OFPort: 1}); !errors.Is(err, sdk.ErrConflict) || !strings.Contains(err.Error(), `OpenFlow port 1 belongs to port "pod0"`) {
+		t.Errorf("CreatePort(NoWait) of a number pod0 holds = %v; want ErrConflict naming pod0", err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  sdk.PortRequest
+		want string
+	}{
+		{"number out of range", sdk.PortRequest{Name: "pod2", OFPort: 65280}, "OpenFlow port number 65280 is out of range"},
+		{"no name", sdk.PortRequest{NoWait: true}, "must be 1-15 characters"},
+	} {
+		if _, err := svc.CreatePort(ctx, tc.req); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: CreatePort = %v; want ErrInvalid with %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := svc.WaitPort(ctx, "nosuch0"); !errors.Is(err, sdk.ErrNotFound) {
+		t.Errorf("WaitPort of a missing port = %v; want ErrNotFound", err)
 	}
 }

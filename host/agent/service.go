@@ -49,21 +49,77 @@ func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port
 	if req.Name == "" || len(req.Name) > 15 {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port name %q must be 1-15 characters", sdk.ErrInvalid, s.name(), req.Name)
 	}
-	if err := s.a.db.CreatePort(ctx, ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name(), Exported: req.Exported}); err != nil {
+	if req.OFPort > maxOFPort {
+		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port %q: OpenFlow port number %d is out of range; request 1-%d, or 0 for any", sdk.ErrInvalid, s.name(), req.Name, req.OFPort, maxOFPort)
+	}
+	if g, ok := s.a.portGrant(req.OFPort); ok && req.NoWait && g.Name != req.Name {
+		// ovs-vswitchd would give the port another number, and meanwhile
+		// the port book would say the number is this plugin's.
+		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port %q: OpenFlow port %d belongs to port %q; request another number, or 0 for any", sdk.ErrConflict, s.name(), req.Name, req.OFPort, g.Name)
+	}
+	spec := ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name(), Exported: req.Exported}
+	if spec.OFPort == 0 {
+		no, err := s.a.db.PickOFPort(ctx)
+		if err != nil {
+			return sdk.Port{}, fmt.Errorf("%w: plugin %q: create port %q: %v", sdk.ErrSwitch, s.name(), req.Name, err)
+		}
+		spec.OFPort = no
+	}
+	created, err := s.a.db.EnsurePort(ctx, spec)
+	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: create port %q: %v", sdk.ErrSwitch, s.name(), req.Name, err)
 	}
+	if req.NoWait && created {
+		// The number is the one the port was created with; WaitPort
+		// confirms that ovs-vswitchd gave it.
+		p := sdk.Port{Name: req.Name, OFPort: spec.OFPort, Owner: s.name(), Exported: req.Exported}
+		s.a.recordPort(p.OFPort, pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
+		return p, nil
+	}
+	return s.waitPort(ctx, req.Name, false)
+}
+
+// maxOFPort is the highest OpenFlow number of a physical port (OFPP_MAX
+// is 0xff00).
+const maxOFPort = 0xfeff
+
+func (s *service) WaitPort(ctx context.Context, name string) (sdk.Port, error) {
+	if err := s.admit(); err != nil {
+		return sdk.Port{}, err
+	}
+	return s.waitPort(ctx, name, true)
+}
+
+// waitPort waits until ovs-vswitchd attached the port and records its
+// owner for the output checks. With exact, a port whose number is not the
+// one it was created with fails: its creator already installed flows for
+// the requested number.
+func (s *service) waitPort(ctx context.Context, name string, exact bool) (sdk.Port, error) {
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if _, err := s.a.db.WaitOFPort(wctx, req.Name); err != nil {
+	if _, err := s.a.db.WaitOFPort(wctx, name); err != nil {
+		if errors.Is(err, ovsdb.ErrNoPort) {
+			return sdk.Port{}, fmt.Errorf("%w: port %q", sdk.ErrNotFound, name)
+		}
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: %v", sdk.ErrSwitch, s.name(), err)
 	}
-	p, err := s.Port(ctx, req.Name)
+	info, err := s.a.db.Port(ctx, name)
 	if err != nil {
-		return p, err
+		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
+	}
+	p := sdk.Port{Name: info.Name, OFPort: uint32(info.OFPort), Owner: info.Owner, Exported: info.Exported}
+	if mac, err := net.ParseMAC(info.MAC); err == nil {
+		p.MAC = mac
 	}
 	// The port as OVSDB has it: a port that already existed keeps the
 	// owner and export it was created with.
 	s.a.recordPort(p.OFPort, pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
+	if exact && info.OFPortRequest > 0 && info.OFPort != info.OFPortRequest {
+		s.a.log.Warn("ovs-vswitchd gave a port another OpenFlow number than it was created with", "plugin", s.name(), "port", name,
+			"requested", info.OFPortRequest, "ofport", info.OFPort)
+		return p, fmt.Errorf("%w: plugin %q: ovs-vswitchd gave port %q OpenFlow port %d, not the %d it was created with (a port the host does not manage holds that number); delete the port and create it again",
+			sdk.ErrSwitch, s.name(), name, info.OFPort, info.OFPortRequest)
+	}
 	return p, nil
 }
 

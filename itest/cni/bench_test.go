@@ -108,7 +108,7 @@ func BenchmarkCNI(b *testing.B) {
 }
 
 // addPhases reads the agent log: per ADD, podnet's phases (ipam, veth,
-// ovs_port, flows, garp, each "podnet-<phase>") and the agent's
+// ovs_port (OVSDB), flows, attach (ovs-vswitchd), garp, each "podnet-<phase>") and the agent's
 // whole handling ("agent", the CNI server's "took").
 func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
 	raw, err := os.ReadFile(logPath)
@@ -143,7 +143,7 @@ func phasesIn(raw string) map[string][]time.Duration {
 			out["agent"] = append(out["agent"], d)
 			continue
 		}
-		for _, ph := range []string{"ipam", "veth", "ovs_port", "flows", "garp"} {
+		for _, ph := range []string{"ipam", "veth", "ovs_port", "flows", "attach", "garp"} {
 			if d, ok := dur(m[ph]); ok {
 				out["podnet-"+ph] = append(out["podnet-"+ph], d)
 			}

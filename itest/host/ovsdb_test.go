@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -97,6 +98,66 @@ func TestOVSDBClient(t *testing.T) {
 		}
 		if err := c.DeletePort(ctx, "nosuchdev0"); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("picked OpenFlow port numbers are free, rising, and given", func(t *testing.T) {
+		// A port another manager added (vsctl picks its number in
+		// ovs-vswitchd) is seen as taken too.
+		sw.Vsctl(t, "add-port", "br-int", "foreign0", "--", "set", "interface", "foreign0", "type=internal", "ofport_request=50")
+		var prev uint32
+		for i, name := range []string{"pick0", "pick1"} {
+			var no uint32
+			if err := testenv.Eventually("the cache to see foreign0", 5*time.Second, 20*time.Millisecond, func() error {
+				var err error
+				if no, err = c.PickOFPort(ctx); err != nil {
+					return testenv.Permanent(err)
+				}
+				if i == 0 && no <= 50 {
+					return fmt.Errorf("picked %d, at or below foreign0's 50", no)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if no <= prev {
+				t.Errorf("picked %d after %d: numbers must rise", no, prev)
+			}
+			prev = no
+			created, err := c.EnsurePort(ctx, ovsdb.PortSpec{Name: name, Type: "internal", OFPort: no, Owner: "alpha"})
+			if err != nil || !created {
+				t.Fatalf("EnsurePort(%s) = %v, %v; want created", name, created, err)
+			}
+			if got, err := c.WaitOFPort(ctx, name); err != nil || got != no {
+				t.Errorf("%s: WaitOFPort = %d, %v; want the picked %d", name, got, err, no)
+			}
+			p, err := c.Port(ctx, name)
+			if err != nil || p.OFPortRequest != int(no) {
+				t.Errorf("%s: Port = %+v, %v; want OFPortRequest %d", name, p, err, no)
+			}
+			if created, err := c.EnsurePort(ctx, ovsdb.PortSpec{Name: name, Type: "internal", Owner: "alpha"}); err != nil || created {
+				t.Errorf("EnsurePort(%s) again = %v, %v; want an existing port, no error", name, created, err)
+			}
+		}
+		for _, name := range []string{"pick0", "pick1"} {
+			if err := c.DeletePort(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sw.Vsctl(t, "del-port", "br-int", "foreign0")
+	})
+
+	t.Run("a port on a missing bridge is refused", func(t *testing.T) {
+		other, err := ovsdb.Dial(ctx, sw.DBSock, "br-missing", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if _, err := other.EnsurePort(ctx, ovsdb.PortSpec{Name: "lost0", Type: "internal", Owner: "alpha"}); err == nil || !strings.Contains(err.Error(), `bridge "br-missing" does not exist`) {
+			t.Errorf("EnsurePort on a missing bridge: %v", err)
+		}
+		if out := sw.Vsctl(t, "--columns=name", "list", "interface"); strings.Contains(out, "lost0") {
+			t.Errorf("the refused port's interface row stayed:\n%s", out)
 		}
 	})
 

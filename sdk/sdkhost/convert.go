@@ -156,7 +156,7 @@ func fromPBCNIAddResponse(r *pb.CNIAddResponse) (*sdk.CNIAddResponse, error) {
 }
 
 func fromPBPortRequest(r *pb.PortRequest) sdk.PortRequest {
-	return sdk.PortRequest{Name: r.GetName(), Type: r.GetType(), Options: r.GetOptions(), ExternalIDs: r.GetExternalIds(), OFPort: r.GetOfport(), Exported: r.GetExported()}
+	return sdk.PortRequest{Name: r.GetName(), Type: r.GetType(), Options: r.GetOptions(), ExternalIDs: r.GetExternalIds(), OFPort: r.GetOfport(), Exported: r.GetExported(), NoWait: r.GetNoWait()}
 }
 
 func fromPBPacketOut(p *pb.PacketOutRequest) sdk.PacketOut {

@@ -18,6 +18,7 @@ import (
 type HostService interface {
 	Apply(ctx context.Context, b *flow.Batch) error
 	CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port, error)
+	WaitPort(ctx context.Context, name string) (sdk.Port, error)
 	DeletePort(ctx context.Context, name string) error
 	Port(ctx context.Context, name string) (sdk.Port, error)
 	PacketOut(ctx context.Context, p sdk.PacketOut) error
@@ -55,6 +56,14 @@ func (h *hostServer) Apply(ctx context.Context, r *pb.RawBatch) (*pb.ApplyRespon
 
 func (h *hostServer) CreatePort(ctx context.Context, r *pb.PortRequest) (*pb.Port, error) {
 	p, err := h.s.CreatePort(ctx, fromPBPortRequest(r))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return toPBPort(p), nil
+}
+
+func (h *hostServer) WaitPort(ctx context.Context, r *pb.PortName) (*pb.Port, error) {
+	p, err := h.s.WaitPort(ctx, r.GetName())
 	if err != nil {
 		return nil, toStatus(err)
 	}

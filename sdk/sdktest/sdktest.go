@@ -176,6 +176,12 @@ func (h *Host) CreatePort(_ context.Context, req sdk.PortRequest) (sdk.Port, err
 	return p, nil
 }
 
+// WaitPort returns a port created or added with AddPort: the fake host
+// attaches ports at once.
+func (h *Host) WaitPort(ctx context.Context, name string) (sdk.Port, error) {
+	return h.Port(ctx, name)
+}
+
 // DeletePort forgets a port.
 func (h *Host) DeletePort(_ context.Context, name string) error {
 	h.mu.Lock()

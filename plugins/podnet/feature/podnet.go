@@ -544,7 +544,10 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface: %v", err), Details: "check that the pod's network namespace is usable and no stale interface holds the name"}
 	}
 	phase("veth")
-	port, err := p.host.CreatePort(ctx, sdk.PortRequest{Name: hostIf, ExternalIDs: map[string]string{
+	// The port's number is known once OVSDB has the port; ovs-vswitchd
+	// attaches it (about 10 ms) while the flows go in, and WaitPort
+	// confirms the attach before the ADD answers.
+	port, err := p.host.CreatePort(ctx, sdk.PortRequest{Name: hostIf, NoWait: true, ExternalIDs: map[string]string{
 		"switchyard.dev/pod": a.PodNamespace + "/" + a.PodName, "switchyard.dev/container": a.ContainerID}})
 	if err != nil {
 		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("creating OVS port %s: %v", hostIf, err), Details: "check that ovs-vswitchd is running on the node"}
@@ -556,6 +559,10 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "see the agent log for the refused flow"}
 	}
 	phase("flows")
+	if _, err := p.host.WaitPort(ctx, hostIf); err != nil {
+		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("attaching OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "check the ovs-vswitchd log for the port"}
+	}
+	phase("attach")
 	for _, ip := range ips {
 		if ip.Is4() {
 			if e := veth.GratuitousARP(a.Netns, a.IfName, mac, ip); e != nil {
@@ -633,12 +640,25 @@ func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 	if perr != nil && !errors.Is(perr, sdk.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("looking up OVS port %s: %w", at.hostIf, perr))
 	}
+	flowsDone := make(chan error, 1)
 	if at.ofport != 0 {
 		// Every flow of the pod carries its ofport as the tag: delete them
 		// by tag, whatever they were computed from when the pod was added.
-		if err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", at.ofport, ^uint32(0))); err != nil && !errors.Is(err, sdk.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("deleting flows: %w", err))
-		}
+		// The switch does that while the port and the veth go (the host
+		// never hands the number out again soon), but before the addresses
+		// are free: a new pod given one of them installs flows of the same
+		// match.
+		go func() {
+			err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", at.ofport, ^uint32(0)))
+			if err != nil && !errors.Is(err, sdk.ErrNotFound) {
+				err = fmt.Errorf("deleting flows: %w", err)
+			} else {
+				err = nil
+			}
+			flowsDone <- err
+		}()
+	} else {
+		flowsDone <- nil
 	}
 	if err := p.host.DeletePort(ctx, at.hostIf); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("deleting OVS port %s: %w", at.hostIf, err))
@@ -646,7 +666,9 @@ func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 	if err := veth.Teardown(a.Netns, a.IfName, at.hostIf); err != nil {
 		errs = append(errs, err)
 	}
-	if err := p.ipam.Release(key); err != nil {
+	if err := <-flowsDone; err != nil {
+		errs = append(errs, err)
+	} else if err := p.ipam.Release(key); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -3240,6 +3240,7 @@ type PortRequest struct {
 	ExternalIds   map[string]string      `protobuf:"bytes,4,rep,name=external_ids,json=externalIds,proto3" json:"external_ids,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Ofport        uint32                 `protobuf:"varint,5,opt,name=ofport,proto3" json:"ofport,omitempty"`
 	Exported      bool                   `protobuf:"varint,6,opt,name=exported,proto3" json:"exported,omitempty"`
+	NoWait        bool                   `protobuf:"varint,7,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3312,6 +3313,13 @@ func (x *PortRequest) GetOfport() uint32 {
 func (x *PortRequest) GetExported() bool {
 	if x != nil {
 		return x.Exported
+	}
+	return false
+}
+
+func (x *PortRequest) GetNoWait() bool {
+	if x != nil {
+		return x.NoWait
 	}
 	return false
 }
@@ -5030,14 +5038,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06meters\x18\x03 \x03(\v2\x1b.switchyard.plugin.v1.MeterR\x06meters\" \n" +
 	"\bRawBatch\x12\x14\n" +
 	"\x05batch\x18\x01 \x01(\fR\x05batch\"\x0f\n" +
-	"\rApplyResponse\"\x86\x03\n" +
+	"\rApplyResponse\"\x9f\x03\n" +
 	"\vPortRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12H\n" +
 	"\aoptions\x18\x03 \x03(\v2..switchyard.plugin.v1.PortRequest.OptionsEntryR\aoptions\x12U\n" +
 	"\fexternal_ids\x18\x04 \x03(\v22.switchyard.plugin.v1.PortRequest.ExternalIdsEntryR\vexternalIds\x12\x16\n" +
 	"\x06ofport\x18\x05 \x01(\rR\x06ofport\x12\x1a\n" +
-	"\bexported\x18\x06 \x01(\bR\bexported\x1a:\n" +
+	"\bexported\x18\x06 \x01(\bR\bexported\x12\x17\n" +
+	"\ano_wait\x18\a \x01(\bR\x06noWait\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -5188,14 +5197,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
 	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12M\n" +
 	"\aMetrics\x12\x1b.switchyard.plugin.v1.Empty\x1a%.switchyard.plugin.v1.MetricsResponse\x12e\n" +
-	"\fDescribeFlow\x12).switchyard.plugin.v1.DescribeFlowRequest\x1a*.switchyard.plugin.v1.DescribeFlowResponse2\xbe\a\n" +
+	"\fDescribeFlow\x12).switchyard.plugin.v1.DescribeFlowRequest\x1a*.switchyard.plugin.v1.DescribeFlowResponse2\x86\b\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
 	"CreatePort\x12!.switchyard.plugin.v1.PortRequest\x1a\x1a.switchyard.plugin.v1.Port\x12I\n" +
 	"\n" +
 	"DeletePort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1b.switchyard.plugin.v1.Empty\x12E\n" +
-	"\aGetPort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1a.switchyard.plugin.v1.Port\x12P\n" +
+	"\aGetPort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1a.switchyard.plugin.v1.Port\x12F\n" +
+	"\bWaitPort\x12\x1e.switchyard.plugin.v1.PortName\x1a\x1a.switchyard.plugin.v1.Port\x12P\n" +
 	"\tPacketOut\x12&.switchyard.plugin.v1.PacketOutRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12E\n" +
 	"\tNodeFacts\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Facts\x12B\n" +
 	"\x06Synced\x12\x1b.switchyard.plugin.v1.Empty\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
@@ -5380,42 +5390,44 @@ var file_plugin_proto_depIdxs = []int32{
 	45, // 77: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
 	46, // 78: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
 	46, // 79: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	48, // 80: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 81: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 82: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	49, // 83: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	52, // 84: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	52, // 85: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 86: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	64, // 87: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
-	5,  // 88: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 89: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 90: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	19, // 91: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 92: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 93: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	15, // 94: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
-	1,  // 95: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 96: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 97: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 98: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 99: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	67, // 100: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
-	69, // 101: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
-	44, // 102: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	47, // 103: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 104: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	47, // 105: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 106: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	27, // 107: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 108: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	51, // 109: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	55, // 110: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	57, // 111: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	62, // 112: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	1,  // 113: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
-	88, // [88:114] is the sub-list for method output_type
-	62, // [62:88] is the sub-list for method input_type
+	46, // 80: switchyard.plugin.v1.Host.WaitPort:input_type -> switchyard.plugin.v1.PortName
+	48, // 81: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 82: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 83: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	49, // 84: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	52, // 85: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	52, // 86: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 87: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	64, // 88: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
+	5,  // 89: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 90: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 91: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 92: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 93: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 94: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 95: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 96: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 97: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 98: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 99: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 100: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	67, // 101: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
+	69, // 102: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
+	44, // 103: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	47, // 104: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 105: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	47, // 106: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	47, // 107: switchyard.plugin.v1.Host.WaitPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 108: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 109: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 110: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	51, // 111: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	55, // 112: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	57, // 113: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	62, // 114: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	1,  // 115: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
+	89, // [89:116] is the sub-list for method output_type
+	62, // [62:89] is the sub-list for method input_type
 	62, // [62:62] is the sub-list for extension type_name
 	62, // [62:62] is the sub-list for extension extendee
 	0,  // [0:62] is the sub-list for field type_name

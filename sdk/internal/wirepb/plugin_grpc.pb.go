@@ -632,6 +632,7 @@ const (
 	Host_CreatePort_FullMethodName     = "/switchyard.plugin.v1.Host/CreatePort"
 	Host_DeletePort_FullMethodName     = "/switchyard.plugin.v1.Host/DeletePort"
 	Host_GetPort_FullMethodName        = "/switchyard.plugin.v1.Host/GetPort"
+	Host_WaitPort_FullMethodName       = "/switchyard.plugin.v1.Host/WaitPort"
 	Host_PacketOut_FullMethodName      = "/switchyard.plugin.v1.Host/PacketOut"
 	Host_NodeFacts_FullMethodName      = "/switchyard.plugin.v1.Host/NodeFacts"
 	Host_Synced_FullMethodName         = "/switchyard.plugin.v1.Host/Synced"
@@ -653,6 +654,7 @@ type HostClient interface {
 	CreatePort(ctx context.Context, in *PortRequest, opts ...grpc.CallOption) (*Port, error)
 	DeletePort(ctx context.Context, in *PortName, opts ...grpc.CallOption) (*Empty, error)
 	GetPort(ctx context.Context, in *PortName, opts ...grpc.CallOption) (*Port, error)
+	WaitPort(ctx context.Context, in *PortName, opts ...grpc.CallOption) (*Port, error)
 	PacketOut(ctx context.Context, in *PacketOutRequest, opts ...grpc.CallOption) (*Empty, error)
 	NodeFacts(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Facts, error)
 	Synced(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
@@ -710,6 +712,16 @@ func (c *hostClient) GetPort(ctx context.Context, in *PortName, opts ...grpc.Cal
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Port)
 	err := c.cc.Invoke(ctx, Host_GetPort_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) WaitPort(ctx context.Context, in *PortName, opts ...grpc.CallOption) (*Port, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Port)
+	err := c.cc.Invoke(ctx, Host_WaitPort_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -807,6 +819,7 @@ type HostServer interface {
 	CreatePort(context.Context, *PortRequest) (*Port, error)
 	DeletePort(context.Context, *PortName) (*Empty, error)
 	GetPort(context.Context, *PortName) (*Port, error)
+	WaitPort(context.Context, *PortName) (*Port, error)
 	PacketOut(context.Context, *PacketOutRequest) (*Empty, error)
 	NodeFacts(context.Context, *Empty) (*Facts, error)
 	Synced(context.Context, *Empty) (*Empty, error)
@@ -841,6 +854,9 @@ func (UnimplementedHostServer) DeletePort(context.Context, *PortName) (*Empty, e
 }
 func (UnimplementedHostServer) GetPort(context.Context, *PortName) (*Port, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPort not implemented")
+}
+func (UnimplementedHostServer) WaitPort(context.Context, *PortName) (*Port, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitPort not implemented")
 }
 func (UnimplementedHostServer) PacketOut(context.Context, *PacketOutRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method PacketOut not implemented")
@@ -955,6 +971,24 @@ func _Host_GetPort_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HostServer).GetPort(ctx, req.(*PortName))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_WaitPort_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PortName)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).WaitPort(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_WaitPort_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).WaitPort(ctx, req.(*PortName))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1125,6 +1159,10 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPort",
 			Handler:    _Host_GetPort_Handler,
+		},
+		{
+			MethodName: "WaitPort",
+			Handler:    _Host_WaitPort_Handler,
 		},
 		{
 			MethodName: "PacketOut",
