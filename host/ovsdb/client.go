@@ -324,17 +324,17 @@ type PortSpec struct {
 
 // PortInfo is a port as OVSDB reports it.
 type PortInfo struct {
-	Name        string
-	Type        string
-	OFPort      int // 0: not assigned yet, -1: failed
+	Name   string
+	Type   string
+	OFPort int // 0: not assigned yet, -1: failed
 	// OFPortRequest is the number the port was created with (0: none):
 	// ovs-vswitchd gives it unless another port holds it.
 	OFPortRequest int
 	MAC           string
-	Error       string
-	Owner       string
-	Exported    bool
-	ExternalIDs map[string]string
+	Error         string
+	Owner         string
+	Exported      bool
+	ExternalIDs   map[string]string
 }
 
 func (c *Client) iface(ctx context.Context, name string) (*vswitchd.Interface, error) {
