@@ -140,7 +140,7 @@ func fromPBNodeEvent(r *pb.NodeEventRequest) (NodeEventRequest, error) {
 }
 
 func fromPBPort(p *pb.Port) Port {
-	return Port{Name: p.GetName(), OFPort: p.GetOfport(), MAC: fromproto.MAC(p.GetMac()), Owner: p.GetOwner(), Exported: p.GetExported()}
+	return Port{Name: p.GetName(), OFPort: p.GetOfport(), OFPortRequest: p.GetOfportRequest(), MAC: fromproto.MAC(p.GetMac()), Owner: p.GetOwner(), Exported: p.GetExported()}
 }
 
 func fromPBEndpoint(e *pb.Endpoint) Endpoint {

@@ -70,10 +70,18 @@ type PortRequest struct {
 
 // Port is an OVS port on the bridge.
 type Port struct {
-	Name   string
+	Name string
+	// OFPort is the OpenFlow number ovs-vswitchd gave the port (0 until
+	// it attached the port, or when it could not); from CreatePort with
+	// NoWait, the number the port was created with.
 	OFPort uint32
-	MAC    net.HardwareAddr
-	Owner  string // the plugin that created it ("" if not created through the host)
+	// OFPortRequest is the number the port was created with (0: none).
+	// Flows installed before the attach (PortRequest.NoWait) name it, and
+	// the switch may have given another (see WaitPort), so whoever
+	// removes a port's flows looks for both.
+	OFPortRequest uint32
+	MAC           net.HardwareAddr
+	Owner         string // the plugin that created it ("" if not created through the host)
 	// Exported: every plugin may output to it (PortRequest.Exported).
 	Exported bool
 }

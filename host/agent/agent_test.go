@@ -804,6 +804,11 @@ func TestCreatePortNoWaitAndWaitPort(t *testing.T) {
 	if !errors.Is(err, sdk.ErrSwitch) || !strings.Contains(err.Error(), `gave port "pod1" OpenFlow port 8, not the 7 it was created with`) {
 		t.Errorf("WaitPort on a renumbered port: %v", err)
 	}
+	// Both numbers stay visible, so the port's creator finds the flows it
+	// made for the requested one.
+	if got, err := svc.Port(ctx, "pod1"); err != nil || got.OFPort != 8 || got.OFPortRequest != 7 {
+		t.Errorf("Port(pod1) = %+v, %v; want OFPort 8, OFPortRequest 7", got, err)
+	}
 	// Without NoWait, a renumbered port is fine: no flows were made for it.
 	if p, err := svc.CreatePort(ctx, sdk.PortRequest{Name: "pod1"}); err != nil || p.OFPort != 8 {
 		t.Errorf("CreatePort(pod1) of the existing port = %+v, %v; want ofport 8", p, err)

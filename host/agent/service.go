@@ -72,7 +72,7 @@ func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port
 	if req.NoWait && created {
 		// The number is the one the port was created with; WaitPort
 		// confirms that ovs-vswitchd gave it.
-		p := sdk.Port{Name: req.Name, OFPort: spec.OFPort, Owner: s.name(), Exported: req.Exported}
+		p := sdk.Port{Name: req.Name, OFPort: spec.OFPort, OFPortRequest: spec.OFPort, Owner: s.name(), Exported: req.Exported}
 		s.a.recordPort(p.OFPort, pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
 		return p, nil
 	}
@@ -107,7 +107,7 @@ func (s *service) waitPort(ctx context.Context, name string, exact bool) (sdk.Po
 	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
 	}
-	p := sdk.Port{Name: info.Name, OFPort: uint32(info.OFPort), Owner: info.Owner, Exported: info.Exported}
+	p := sdk.Port{Name: info.Name, OFPort: uint32(info.OFPort), OFPortRequest: uint32(max(info.OFPortRequest, 0)), Owner: info.Owner, Exported: info.Exported}
 	if mac, err := net.ParseMAC(info.MAC); err == nil {
 		p.MAC = mac
 	}
@@ -152,7 +152,7 @@ func (s *service) Port(ctx context.Context, name string) (sdk.Port, error) {
 	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
 	}
-	out := sdk.Port{Name: p.Name, Owner: p.Owner, Exported: p.Exported}
+	out := sdk.Port{Name: p.Name, Owner: p.Owner, Exported: p.Exported, OFPortRequest: uint32(max(p.OFPortRequest, 0))}
 	if p.OFPort > 0 {
 		out.OFPort = uint32(p.OFPort)
 	}

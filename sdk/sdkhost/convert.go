@@ -69,7 +69,7 @@ func toPBNodeEvent(r sdk.NodeEventRequest) *pb.NodeEventRequest {
 }
 
 func toPBPort(p sdk.Port) *pb.Port {
-	return &pb.Port{Name: p.Name, Ofport: p.OFPort, Mac: p.MAC, Owner: p.Owner, Exported: p.Exported}
+	return &pb.Port{Name: p.Name, Ofport: p.OFPort, OfportRequest: p.OFPortRequest, Mac: p.MAC, Owner: p.Owner, Exported: p.Exported}
 }
 
 func fromPBTable(t *pb.Table) (sdk.Table, error) {

@@ -225,8 +225,22 @@ type attachment struct {
 	hostIf string
 	ips    []netip.Addr
 	mac    net.HardwareAddr
-	// ofport is 0 when OVS has no port of that name.
-	ofport uint32
+	// ofport is 0 when OVS has no port of that name, or has not attached
+	// it. requested is the number the port was created with: the ADD's
+	// flows name it, and a port the switch could not attach, or numbered
+	// otherwise, has flows under it all the same.
+	ofport, requested uint32
+}
+
+// tags are the flow tags the attachment's flows may carry.
+func (a attachment) tags() []uint32 {
+	var out []uint32
+	for _, t := range []uint32{a.ofport, a.requested} {
+		if t != 0 && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // derive finds attachment k, which holds ips; the error says why its OVS
@@ -237,7 +251,7 @@ func (p *Podnet) derive(ctx context.Context, k ipam.Key, ips []netip.Addr) (atta
 	if err != nil {
 		return at, err
 	}
-	at.ofport = port.OFPort
+	at.ofport, at.requested = port.OFPort, port.OFPortRequest
 	return at, nil
 }
 
@@ -641,7 +655,7 @@ func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 		errs = append(errs, fmt.Errorf("looking up OVS port %s: %w", at.hostIf, perr))
 	}
 	flowsDone := make(chan error, 1)
-	if at.ofport != 0 {
+	if tags := at.tags(); len(tags) > 0 {
 		// Every flow of the pod carries its ofport as the tag: delete them
 		// by tag, whatever they were computed from when the pod was added.
 		// The switch does that while the port and the veth go (the host
@@ -649,7 +663,11 @@ func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 		// are free: a new pod given one of them installs flows of the same
 		// match.
 		go func() {
-			err := p.host.Apply(ctx, flow.NewBatch().DeleteTagged("", at.ofport, ^uint32(0)))
+			b := flow.NewBatch()
+			for _, t := range tags {
+				b.DeleteTagged("", t, ^uint32(0))
+			}
+			err := p.host.Apply(ctx, b)
 			if err != nil && !errors.Is(err, sdk.ErrNotFound) {
 				err = fmt.Errorf("deleting flows: %w", err)
 			} else {

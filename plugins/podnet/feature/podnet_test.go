@@ -46,3 +46,28 @@ func TestStableMAC(t *testing.T) {
 		})
 	}
 }
+
+// A DEL looks for the pod's flows under every number its port had: the
+// one the ADD installed them under (the requested) and the one the switch
+// gave, when the attach failed or the switch numbered the port otherwise.
+func TestAttachmentTags(t *testing.T) {
+	tests := []struct {
+		name              string
+		ofport, requested uint32
+		want              []uint32
+	}{
+		{"attached as requested", 7, 7, []uint32{7}},
+		{"renumbered by the switch", 8, 7, []uint32{8, 7}},
+		{"attach failed", 0, 7, []uint32{7}},
+		{"created without a number, attached", 5, 0, []uint32{5}},
+		{"no port", 0, 0, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := attachment{ofport: tc.ofport, requested: tc.requested}.tags()
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("tags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

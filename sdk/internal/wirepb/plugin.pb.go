@@ -3375,6 +3375,7 @@ type Port struct {
 	Mac           []byte                 `protobuf:"bytes,3,opt,name=mac,proto3" json:"mac,omitempty"`
 	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	Exported      bool                   `protobuf:"varint,5,opt,name=exported,proto3" json:"exported,omitempty"`
+	OfportRequest uint32                 `protobuf:"varint,6,opt,name=ofport_request,json=ofportRequest,proto3" json:"ofport_request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3442,6 +3443,13 @@ func (x *Port) GetExported() bool {
 		return x.Exported
 	}
 	return false
+}
+
+func (x *Port) GetOfportRequest() uint32 {
+	if x != nil {
+		return x.OfportRequest
+	}
+	return 0
 }
 
 type PacketOutRequest struct {
@@ -5054,13 +5062,14 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
 	"\bPortName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"v\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9d\x01\n" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06ofport\x18\x02 \x01(\rR\x06ofport\x12\x10\n" +
 	"\x03mac\x18\x03 \x01(\fR\x03mac\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1a\n" +
-	"\bexported\x18\x05 \x01(\bR\bexported\"\xb6\x01\n" +
+	"\bexported\x18\x05 \x01(\bR\bexported\x12%\n" +
+	"\x0eofport_request\x18\x06 \x01(\rR\rofportRequest\"\xb6\x01\n" +
 	"\x10PacketOutRequest\x12\x17\n" +
 	"\ain_port\x18\x01 \x01(\rR\x06inPort\x126\n" +
 	"\aactions\x18\x02 \x03(\v2\x1c.switchyard.plugin.v1.ActionR\aactions\x12\x1a\n" +
