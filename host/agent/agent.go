@@ -38,8 +38,7 @@ type Switch interface {
 // PortDB is the OVSDB side the agent needs (*ovsdb.Client).
 type PortDB interface {
 	CreatePort(ctx context.Context, s ovsdb.PortSpec) error
-	EnsurePort(ctx context.Context, s ovsdb.PortSpec) (created bool, err error)
-	PickOFPort(ctx context.Context) (uint32, error)
+	EnsurePort(ctx context.Context, s ovsdb.PortSpec) (created uint32, err error)
 	DeletePort(ctx context.Context, name string) error
 	Port(ctx context.Context, name string) (ovsdb.PortInfo, error)
 	Ports(ctx context.Context, owner string) ([]ovsdb.PortInfo, error)
@@ -292,8 +291,7 @@ func (a *Agent) portGrant(no uint32) (pipeline.PortGrant, bool) {
 	a.mu.Lock()
 	arb := a.arb
 	a.mu.Unlock()
-	g, ok := arb.Ports()[no]
-	return g, ok
+	return arb.Port(no)
 }
 
 func (a *Agent) forgetPort(name string) {

@@ -138,29 +138,24 @@ func (d *fakeDB) CreatePort(_ context.Context, s ovsdb.PortSpec) error {
 	d.ports[s.Name] = ovsdb.PortInfo{Name: s.Name, Owner: s.Owner, OFPort: len(d.ports) + 1}
 	return nil
 }
-func (d *fakeDB) EnsurePort(_ context.Context, s ovsdb.PortSpec) (bool, error) {
+
+// EnsurePort picks as CreatePort does, one above the ports there, and
+// records the number as requested, as OVSDB would.
+func (d *fakeDB) EnsurePort(_ context.Context, s ovsdb.PortSpec) (uint32, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.ports[s.Name]; ok {
-		return false, nil
+		return 0, nil
 	}
 	no := int(s.OFPort)
 	if no == 0 {
-		no = len(d.ports) + 1
+		for _, p := range d.ports {
+			no = max(no, p.OFPort)
+		}
+		no++
 	}
-	d.ports[s.Name] = ovsdb.PortInfo{Name: s.Name, Owner: s.Owner, OFPort: no, OFPortRequest: int(s.OFPort)}
-	return true, nil
-}
-
-// PickOFPort gives the number CreatePort would: one above the ports there.
-func (d *fakeDB) PickOFPort(context.Context) (uint32, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	highest := 0
-	for _, p := range d.ports {
-		highest = max(highest, p.OFPort)
-	}
-	return uint32(highest + 1), nil
+	d.ports[s.Name] = ovsdb.PortInfo{Name: s.Name, Owner: s.Owner, OFPort: no, OFPortRequest: no}
+	return uint32(no), nil
 }
 func (d *fakeDB) DeletePort(_ context.Context, n string) error {
 	d.mu.Lock()

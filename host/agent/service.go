@@ -49,39 +49,27 @@ func (s *service) CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port
 	if req.Name == "" || len(req.Name) > 15 {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port name %q must be 1-15 characters", sdk.ErrInvalid, s.name(), req.Name)
 	}
-	if req.OFPort > maxOFPort {
-		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port %q: OpenFlow port number %d is out of range; request 1-%d, or 0 for any", sdk.ErrInvalid, s.name(), req.Name, req.OFPort, maxOFPort)
+	if req.OFPort > ovsdb.MaxOFPort {
+		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port %q: OpenFlow port number %d is out of range; request 1-%d, or 0 for any", sdk.ErrInvalid, s.name(), req.Name, req.OFPort, ovsdb.MaxOFPort)
 	}
 	if g, ok := s.a.portGrant(req.OFPort); ok && req.NoWait && g.Name != req.Name {
 		// ovs-vswitchd would give the port another number, and meanwhile
 		// the port book would say the number is this plugin's.
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: port %q: OpenFlow port %d belongs to port %q; request another number, or 0 for any", sdk.ErrConflict, s.name(), req.Name, req.OFPort, g.Name)
 	}
-	spec := ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name(), Exported: req.Exported}
-	if spec.OFPort == 0 {
-		no, err := s.a.db.PickOFPort(ctx)
-		if err != nil {
-			return sdk.Port{}, fmt.Errorf("%w: plugin %q: create port %q: %v", sdk.ErrSwitch, s.name(), req.Name, err)
-		}
-		spec.OFPort = no
-	}
-	created, err := s.a.db.EnsurePort(ctx, spec)
+	created, err := s.a.db.EnsurePort(ctx, ovsdb.PortSpec{Name: req.Name, Type: req.Type, Options: req.Options, ExternalIDs: req.ExternalIDs, OFPort: req.OFPort, Owner: s.name(), Exported: req.Exported})
 	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: plugin %q: create port %q: %v", sdk.ErrSwitch, s.name(), req.Name, err)
 	}
-	if req.NoWait && created {
+	if req.NoWait && created != 0 {
 		// The number is the one the port was created with; WaitPort
 		// confirms that ovs-vswitchd gave it.
-		p := sdk.Port{Name: req.Name, OFPort: spec.OFPort, OFPortRequest: spec.OFPort, Owner: s.name(), Exported: req.Exported}
+		p := sdk.Port{Name: req.Name, OFPort: created, OFPortRequest: created, Owner: s.name(), Exported: req.Exported}
 		s.a.recordPort(p.OFPort, pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
 		return p, nil
 	}
 	return s.waitPort(ctx, req.Name, false)
 }
-
-// maxOFPort is the highest OpenFlow number of a physical port (OFPP_MAX
-// is 0xff00).
-const maxOFPort = 0xfeff
 
 func (s *service) WaitPort(ctx context.Context, name string) (sdk.Port, error) {
 	if err := s.admit(); err != nil {
@@ -107,10 +95,7 @@ func (s *service) waitPort(ctx context.Context, name string, exact bool) (sdk.Po
 	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
 	}
-	p := sdk.Port{Name: info.Name, OFPort: uint32(info.OFPort), OFPortRequest: uint32(max(info.OFPortRequest, 0)), Owner: info.Owner, Exported: info.Exported}
-	if mac, err := net.ParseMAC(info.MAC); err == nil {
-		p.MAC = mac
-	}
+	p := sdkPort(info)
 	// The port as OVSDB has it: a port that already existed keeps the
 	// owner and export it was created with.
 	s.a.recordPort(p.OFPort, pipeline.PortGrant{Name: p.Name, Owner: p.Owner, Exported: p.Exported})
@@ -152,14 +137,18 @@ func (s *service) Port(ctx context.Context, name string) (sdk.Port, error) {
 	if err != nil {
 		return sdk.Port{}, fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
 	}
-	out := sdk.Port{Name: p.Name, Owner: p.Owner, Exported: p.Exported, OFPortRequest: uint32(max(p.OFPortRequest, 0))}
-	if p.OFPort > 0 {
-		out.OFPort = uint32(p.OFPort)
-	}
+	return sdkPort(p), nil
+}
+
+// sdkPort is a port as OVSDB reports it, for a plugin: a number not
+// assigned yet (0) or failed (-1) reads 0.
+func sdkPort(p ovsdb.PortInfo) sdk.Port {
+	out := sdk.Port{Name: p.Name, Owner: p.Owner, Exported: p.Exported,
+		OFPort: uint32(max(p.OFPort, 0)), OFPortRequest: uint32(max(p.OFPortRequest, 0))}
 	if mac, err := net.ParseMAC(p.MAC); err == nil {
 		out.MAC = mac
 	}
-	return out, nil
+	return out
 }
 
 func (s *service) PacketOut(ctx context.Context, po sdk.PacketOut) error {

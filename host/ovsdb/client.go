@@ -76,9 +76,9 @@ func (c *Client) noteInterface(table string, m model.Model, deleted bool) {
 	}
 }
 
-// maxOFPort is the highest number OpenFlow lets a physical port have
+// MaxOFPort is the highest number OpenFlow lets a physical port have
 // (OFPP_MAX is 0xff00).
-const maxOFPort = 0xfeff
+const MaxOFPort = 0xfeff
 
 func (c *Client) interfaceChanged() <-chan struct{} {
 	c.ifaceMu.Lock()
@@ -408,20 +408,20 @@ func (c *Client) PickOFPort(ctx context.Context) (uint32, error) {
 	highest := 0
 	for _, nos := range c.ofports {
 		for _, n := range nos {
-			// Above maxOFPort are the reserved ports: the bridge's own
+			// Above MaxOFPort are the reserved ports: the bridge's own
 			// interface is LOCAL (65534).
-			if n > 0 && n <= maxOFPort {
+			if n > 0 && n <= MaxOFPort {
 				used[n] = true
 				highest = max(highest, n)
 			}
 		}
 	}
 	if c.nextOFPort == 0 {
-		c.nextOFPort = highest%maxOFPort + 1
+		c.nextOFPort = highest%MaxOFPort + 1
 	}
-	for range maxOFPort {
+	for range MaxOFPort {
 		n := c.nextOFPort
-		c.nextOFPort = n%maxOFPort + 1
+		c.nextOFPort = n%MaxOFPort + 1
 		if !used[n] {
 			return uint32(n), nil
 		}
@@ -436,18 +436,18 @@ func (c *Client) CreatePort(ctx context.Context, s PortSpec) error {
 	return err
 }
 
-// EnsurePort is CreatePort that also says whether it created the port
-// (false: it existed). A new port without s.OFPort gets one from
-// PickOFPort: every port the host creates names its number, so
-// ovs-vswitchd never picks one on its own that a request in flight is
-// about to ask for.
-func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created bool, err error) {
+// EnsurePort is CreatePort that also returns the OpenFlow number a new
+// port was created with (0: the port existed). A new port without
+// s.OFPort gets one from PickOFPort: every port the host creates names
+// its number, so ovs-vswitchd never picks one on its own that a request
+// in flight is about to ask for.
+func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created uint32, err error) {
 	if cur, err := c.iface(ctx, s.Name); err == nil {
 		if o := cur.ExternalIDs[OwnerKey]; o != s.Owner {
-			return false, fmt.Errorf("port %q already exists and belongs to %q", s.Name, o)
+			return 0, fmt.Errorf("port %q already exists and belongs to %q", s.Name, o)
 		}
 		if (cur.ExternalIDs[ExportedKey] == "true") == s.Exported {
-			return false, nil
+			return 0, nil
 		}
 		// The owner changed its mind about exporting (an upgraded plugin).
 		ext := maps.Clone(cur.ExternalIDs)
@@ -459,9 +459,9 @@ func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created bool, err 
 		cur.ExternalIDs = ext
 		ops, err := c.c.Where(cur).Update(cur, &cur.ExternalIDs)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
-		return false, c.transact(ctx, "update export of port "+s.Name, ops...)
+		return 0, c.transact(ctx, "update export of port "+s.Name, ops...)
 	}
 	// The bridge by name, not read from the cache: a Get copies the whole
 	// row, every port's reference included. The mutation's row count says
@@ -469,7 +469,7 @@ func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created bool, err 
 	br := &vswitchd.Bridge{Name: c.bridge}
 	if s.OFPort == 0 {
 		if s.OFPort, err = c.PickOFPort(ctx); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
 	ext := maps.Clone(s.ExternalIDs)
@@ -488,11 +488,11 @@ func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created bool, err 
 	port := &vswitchd.Port{UUID: "port", Name: s.Name, Interfaces: []string{iface.UUID}, ExternalIDs: ext}
 	ops, err := c.c.Create(iface, port)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	mut, err := c.c.Where(br).Mutate(br, model.Mutation{Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{port.UUID}})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	ops = append(ops, mut...)
 	res, err := c.c.Transact(ctx, ops...)
@@ -503,13 +503,13 @@ func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created bool, err 
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("ovsdb create port %s: %w", s.Name, err)
+		return 0, fmt.Errorf("ovsdb create port %s: %w", s.Name, err)
 	}
 	if len(res) < len(ops) || res[len(ops)-1].Count != 1 {
 		// Nothing refers to the new rows: OVSDB drops them again.
-		return false, fmt.Errorf("bridge %q does not exist", c.bridge)
+		return 0, fmt.Errorf("bridge %q does not exist", c.bridge)
 	}
-	return true, nil
+	return s.OFPort, nil
 }
 
 // DeletePort removes a port from the bridge (OVSDB garbage-collects the Port

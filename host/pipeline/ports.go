@@ -42,6 +42,14 @@ func (a *Arbiter) SetPort(no uint32, g PortGrant) {
 	a.ports.byNo[no] = g
 }
 
+// Port says who holds an OpenFlow port number.
+func (a *Arbiter) Port(no uint32) (PortGrant, bool) {
+	a.ports.mu.RLock()
+	defer a.ports.mu.RUnlock()
+	g, ok := a.ports.byNo[no]
+	return g, ok
+}
+
 // Ports lists the recorded ports by number.
 func (a *Arbiter) Ports() map[uint32]PortGrant {
 	a.ports.mu.RLock()

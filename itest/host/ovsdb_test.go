@@ -125,8 +125,8 @@ func TestOVSDBClient(t *testing.T) {
 			}
 			prev = no
 			created, err := c.EnsurePort(ctx, ovsdb.PortSpec{Name: name, Type: "internal", OFPort: no, Owner: "alpha"})
-			if err != nil || !created {
-				t.Fatalf("EnsurePort(%s) = %v, %v; want created", name, created, err)
+			if err != nil || created != no {
+				t.Fatalf("EnsurePort(%s) = %d, %v; want created with %d", name, created, err, no)
 			}
 			if got, err := c.WaitOFPort(ctx, name); err != nil || got != no {
 				t.Errorf("%s: WaitOFPort = %d, %v; want the picked %d", name, got, err, no)
@@ -135,8 +135,8 @@ func TestOVSDBClient(t *testing.T) {
 			if err != nil || p.OFPortRequest != int(no) {
 				t.Errorf("%s: Port = %+v, %v; want OFPortRequest %d", name, p, err, no)
 			}
-			if created, err := c.EnsurePort(ctx, ovsdb.PortSpec{Name: name, Type: "internal", Owner: "alpha"}); err != nil || created {
-				t.Errorf("EnsurePort(%s) again = %v, %v; want an existing port, no error", name, created, err)
+			if created, err := c.EnsurePort(ctx, ovsdb.PortSpec{Name: name, Type: "internal", Owner: "alpha"}); err != nil || created != 0 {
+				t.Errorf("EnsurePort(%s) again = %d, %v; want an existing port (0), no error", name, created, err)
 			}
 		}
 		for _, name := range []string{"pick0", "pick1"} {
