@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,5 +156,33 @@ func TestReconcile(t *testing.T) {
 	}
 	if diff := cmp.Diff([]Interface{keep, moved}, s.List(), addrs); diff != "" {
 		t.Errorf("store after reconcile (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkPut records one attachment into a store that already holds n,
+// as a CNI ADD does, and removes it again (a DEL).
+func BenchmarkPut(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "interfaces.json"), slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				if err := s.Put(rec(strconv.Itoa(i), uint32(i+2), "10.0.0.2")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r := rec("new", 1000, "10.0.1.2")
+			b.ResetTimer()
+			for range b.N {
+				if err := s.Put(r); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := s.Delete(r.Key()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

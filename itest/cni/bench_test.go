@@ -107,9 +107,13 @@ func BenchmarkCNI(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// addPhases reads the agent log: per ADD, podnet's phases (ipam, veth,
-// ovs_port (OVSDB), flows, attach (ovs-vswitchd), garp, each "podnet-<phase>") and the agent's
-// whole handling ("agent", the CNI server's "took").
+// addPhases reads the agent log: per ADD, podnet's phases, each
+// "podnet-<phase>", and the agent's whole handling ("agent", the CNI
+// server's "took"). The phases, in order: veth (the pair created, while
+// the addresses are allocated), ipam (what is left of the allocation),
+// configure (the pod end's MAC, addresses and routes, while OVSDB takes
+// the port), ovs_port (what is left of that), flows, attach
+// (ovs-vswitchd), garp.
 func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
@@ -143,7 +147,7 @@ func phasesIn(raw string) map[string][]time.Duration {
 			out["agent"] = append(out["agent"], d)
 			continue
 		}
-		for _, ph := range []string{"ipam", "veth", "ovs_port", "flows", "attach", "garp"} {
+		for _, ph := range []string{"veth", "ipam", "configure", "ovs_port", "flows", "attach", "garp"} {
 			if d, ok := dur(m[ph]); ok {
 				out["podnet-"+ph] = append(out["podnet-"+ph], d)
 			}

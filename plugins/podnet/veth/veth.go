@@ -42,37 +42,13 @@ func (c Config) gatewayFor(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Setup creates the pair and configures the pod end. On error nothing is
+// Setup creates the pair and configures both ends. On error nothing is
 // left behind. It returns the host end's MAC.
 func Setup(c Config) (net.HardwareAddr, error) {
-	podNS, err := ns.GetNS(c.Netns)
-	if err != nil {
-		return nil, fmt.Errorf("opening pod netns %s: %w", c.Netns, err)
+	if err := Create(c); err != nil {
+		return nil, err
 	}
-	defer podNS.Close()
-
-	err = podNS.Do(func(hostNS ns.NetNS) error {
-		if _, err := netlink.LinkByName(c.IfName); err == nil {
-			return fmt.Errorf("interface %s already exists in pod netns %s", c.IfName, c.Netns)
-		}
-		la := netlink.NewLinkAttrs()
-		la.Name, la.MTU, la.HardwareAddr = c.IfName, c.MTU, c.MAC
-		v := &netlink.Veth{LinkAttrs: la, PeerName: c.HostIfName, PeerNamespace: netlink.NsFd(int(hostNS.Fd()))}
-		if err := netlink.LinkAdd(v); err != nil {
-			if errors.Is(err, unix.EEXIST) {
-				return fmt.Errorf("creating veth %s/%s: host interface %s already exists (left over from an earlier pod?): %w", c.IfName, c.HostIfName, c.HostIfName, err)
-			}
-			return fmt.Errorf("creating veth %s/%s: %w", c.IfName, c.HostIfName, err)
-		}
-		return configurePod(c)
-	})
-	if err == nil {
-		err = hostUp(c)
-	}
-	if err != nil {
-		if terr := Teardown(c.Netns, c.IfName, c.HostIfName); terr != nil {
-			err = errors.Join(err, fmt.Errorf("cleanup: %w", terr))
-		}
+	if err := Configure(c); err != nil {
 		return nil, err
 	}
 	link, err := netlink.LinkByName(c.HostIfName)
@@ -82,10 +58,65 @@ func Setup(c Config) (net.HardwareAddr, error) {
 	return link.Attrs().HardwareAddr, nil
 }
 
+// Create creates the pair: the pod end in the pod netns, named and sized
+// but without addresses or MAC (c.Addrs and c.MAC are not read), and the
+// host end in the host netns, down. The host end exists when it returns,
+// so the caller can attach it to the switch while it works out the
+// addresses and calls Configure. On error nothing is left behind.
+func Create(c Config) error {
+	podNS, err := ns.GetNS(c.Netns)
+	if err != nil {
+		return fmt.Errorf("opening pod netns %s: %w", c.Netns, err)
+	}
+	defer podNS.Close()
+	return podNS.Do(func(hostNS ns.NetNS) error {
+		if _, err := netlink.LinkByName(c.IfName); err == nil {
+			return fmt.Errorf("interface %s already exists in pod netns %s", c.IfName, c.Netns)
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name, la.MTU = c.IfName, c.MTU
+		v := &netlink.Veth{LinkAttrs: la, PeerName: c.HostIfName, PeerNamespace: netlink.NsFd(int(hostNS.Fd()))}
+		if err := netlink.LinkAdd(v); err != nil {
+			if errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("creating veth %s/%s: host interface %s already exists (left over from an earlier pod?): %w", c.IfName, c.HostIfName, c.HostIfName, err)
+			}
+			return fmt.Errorf("creating veth %s/%s: %w", c.IfName, c.HostIfName, err)
+		}
+		return nil
+	})
+}
+
+// Configure gives the pod end of a pair Create made its MAC, addresses
+// and routes, and brings both ends up. On error the pair is removed.
+func Configure(c Config) error {
+	podNS, err := ns.GetNS(c.Netns)
+	if err == nil {
+		err = podNS.Do(func(ns.NetNS) error { return configurePod(c) })
+		podNS.Close()
+	} else {
+		err = fmt.Errorf("opening pod netns %s: %w", c.Netns, err)
+	}
+	if err == nil {
+		err = hostUp(c)
+	}
+	if err != nil {
+		if terr := Teardown(c.Netns, c.IfName, c.HostIfName); terr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", terr))
+		}
+		return err
+	}
+	return nil
+}
+
 func configurePod(c Config) error {
 	link, err := netlink.LinkByName(c.IfName)
 	if err != nil {
 		return err
+	}
+	if len(c.MAC) > 0 {
+		if err := netlink.LinkSetHardwareAddr(link, c.MAC); err != nil {
+			return fmt.Errorf("setting MAC %s on %s: %w", c.MAC, c.IfName, err)
+		}
 	}
 	if c.NoTxChecksum {
 		if err := disableTxChecksum(c.IfName); err != nil {
