@@ -2,9 +2,9 @@ package ifstore
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"os"
-	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
