@@ -15,7 +15,7 @@ mkdir -p "$out"
 # Micro-benchmarks run for the default benchtime; the whole-system ones
 # (100k flows, 100 pods, 100k-pod policy workloads) take seconds per
 # iteration, so one iteration per run is the measurement.
-micro=(./host/openflow ./host/agent ./sdk/internal/fromproto ./plugins/netpol/flows ./plugins/egress/placement)
+micro=(./host/openflow ./host/agent ./host/ifstore ./sdk/internal/fromproto ./plugins/netpol/flows ./plugins/egress/placement)
 system=(./itest/openflow ./itest/host ./itest/cni ./itest/ovs ./itest/nodeagent ./itest/tunnel ./itest/netpolmodel ./itest/service ./itest/egress ./itest/ops ./itest/realnode)
 
 run() { # benchtime pkg
