@@ -68,19 +68,27 @@ func BenchmarkCNI(b *testing.B) {
 		}
 	}
 	var agentMB, pluginsMB float64
+	// What the switch spends per pod: ovs-vswitchd's CPU over the ADDs,
+	// then over the DELs (only switchyard's side uses it). On the
+	// userspace datapath it grows with the ports on the bridge.
+	var switchAdd, switchDel time.Duration
 	b.ResetTimer()
 	for range b.N {
+		c0 := procCPU(b, n.OVS.VswitchdPid())
 		for i := range benchPods {
 			for _, e := range order(i, bridge, sy) {
 				e.add(b, i)
 			}
 		}
+		c1 := procCPU(b, n.OVS.VswitchdPid())
 		agentMB, pluginsMB = agentRSSMB(b, n)
 		for i := range benchPods {
 			for _, e := range order(i, bridge, sy) {
 				e.del(b, i)
 			}
 		}
+		switchAdd += c1 - c0
+		switchDel += procCPU(b, n.OVS.VswitchdPid()) - c1
 	}
 	b.StopTimer()
 	for _, e := range []*benchEnv{bridge, sy} {
@@ -102,6 +110,8 @@ func BenchmarkCNI(b *testing.B) {
 	if agent := phases["agent"]; len(agent) > 0 {
 		b.ReportMetric(ms(pct(sy.adds, 50)-pct(agent, 50)), "sy-outside-agent-p50-ms")
 	}
+	b.ReportMetric(ms(switchAdd)/float64(b.N*benchPods), "sy-vswitchd-cpu-ms/add")
+	b.ReportMetric(ms(switchDel)/float64(b.N*benchPods), "sy-vswitchd-cpu-ms/del")
 	b.ReportMetric(agentMB, "agent-rss-MB")
 	b.ReportMetric(pluginsMB, "plugins-rss-MB")
 	b.ReportMetric(0, "ns/op")
@@ -109,10 +119,9 @@ func BenchmarkCNI(b *testing.B) {
 
 // addPhases reads the agent log: per ADD, podnet's phases, each
 // "podnet-<phase>", and the agent's whole handling ("agent", the CNI
-// server's "took"). The phases, in order: veth (the pair created, while
-// the addresses are allocated), ipam (what is left of the allocation),
-// configure (the pod end's MAC, addresses and routes, while OVSDB takes
-// the port), ovs_port (what is left of that), flows, attach
+// server's "took"). The phases, in order: ipam, veth (the pair
+// created), configure (the pod end's addresses and routes, while OVSDB
+// takes the port), ovs_port (what is left of that), flows, attach
 // (ovs-vswitchd), garp.
 func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
 	raw, err := os.ReadFile(logPath)
@@ -147,7 +156,7 @@ func phasesIn(raw string) map[string][]time.Duration {
 			out["agent"] = append(out["agent"], d)
 			continue
 		}
-		for _, ph := range []string{"veth", "ipam", "configure", "ovs_port", "flows", "attach", "garp"} {
+		for _, ph := range []string{"ipam", "veth", "configure", "ovs_port", "flows", "attach", "garp"} {
 			if d, ok := dur(m[ph]); ok {
 				out["podnet-"+ph] = append(out["podnet-"+ph], d)
 			}
@@ -251,4 +260,18 @@ func rssMB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// procCPU is the user and system CPU time process pid has used so far.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

@@ -74,8 +74,15 @@ func TestVethSetupCheckTeardown(t *testing.T) {
 	if !strings.Contains(routes6, "default via fd00:10:244:1::1 dev eth0") {
 		t.Errorf("pod IPv6 routes %q lack the default route", routes6)
 	}
-	if out, err := netns.Exec(node, "ip", "link", "show", cfg.HostIfName); err != nil || !strings.Contains(out, "UP") {
-		t.Errorf("host end %s not up in node: %q %v", cfg.HostIfName, out, err)
+	// The host end is up, with a carrier, ARP and promiscuous mode set and
+	// no IPv6 address: nothing about it is left to change once the switch
+	// attaches it.
+	if out, err := netns.Exec(node, "ip", "-o", "link", "show", cfg.HostIfName); err != nil ||
+		!strings.Contains(out, "NOARP,PROMISC,UP,LOWER_UP") {
+		t.Errorf("host end %s in node: %q %v, want NOARP,PROMISC,UP,LOWER_UP", cfg.HostIfName, out, err)
+	}
+	if out, err := netns.Exec(node, "ip", "-o", "-6", "addr", "show", "dev", cfg.HostIfName); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("host end %s has IPv6 addresses %q (%v), want none", cfg.HostIfName, out, err)
 	}
 
 	var problems []string

@@ -540,35 +540,32 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 			return fmt.Errorf("removing what an earlier ADD of %s/%s left: %w", a.ContainerID, a.IfName, err)
 		}
 	}
-	// Three things that need nothing from each other run side by side: the
-	// addresses (files under the IPAM directory, about 1 ms), the veth
-	// pair, and, once its host end exists, the OVSDB transaction for the
-	// port (about 2-3 ms). The pod end gets its MAC and addresses after.
-	type allocated struct {
-		leases []ipam.Lease
-		err    error
+	leases, held, err := p.ipam.AllocateNew(key)
+	if err == nil && len(held) > 0 {
+		err = fmt.Errorf("ipam: %s/%s holds %v although its leftovers were just removed", a.ContainerID, a.IfName, held)
 	}
-	ipamc := make(chan allocated, 1)
-	go func() {
-		leases, held, err := p.ipam.AllocateNew(key)
-		if err == nil && len(held) > 0 {
-			err = fmt.Errorf("ipam: %s/%s holds %v although its leftovers were just removed", a.ContainerID, a.IfName, held)
-		}
-		ipamc <- allocated{leases, err}
-	}()
+	if err != nil {
+		return err
+	}
+	var ips []netip.Addr
+	for _, l := range leases {
+		ips = append(ips, l.Address.Addr())
+	}
+	mac := stableMAC(ips)
 	mtu := p.podMTU(a)
-	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, Gateways: p.gw.IPs, NoTxChecksum: p.noTxCsum}
+	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, MAC: mac, Addrs: ips, Gateways: p.gw.IPs,
+		NoTxChecksum: p.noTxCsum}
+	phase("ipam")
 	if err := veth.Create(vc); err != nil {
-		// Whatever the allocation did, the host's rollback (a DEL) undoes.
-		<-ipamc
 		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface: %v", err), Details: "check that the pod's network namespace is usable and no stale interface holds the name"}
 	}
 	phase("veth")
-	// The port's number is known once OVSDB has the port; ovs-vswitchd
-	// attaches it (its userspace datapath takes longer the more ports
-	// the bridge has: about 2 ms at 10, 10 ms at 100) while the pod end
-	// is configured and the flows go in, and WaitPort confirms the attach
-	// before the ADD answers.
+	// The OVSDB transaction for the port (about 2 ms) overlaps the pod
+	// end's addresses and routes. The port's number is known once OVSDB
+	// has the port; ovs-vswitchd attaches it (its userspace datapath takes
+	// longer the more ports the bridge has: about 2 ms at 10, 10 ms at
+	// 100) while the flows go in, and WaitPort confirms the attach before
+	// the ADD answers.
 	type createdPort struct {
 		port sdk.Port
 		err  error
@@ -579,32 +576,18 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 			"switchyard.dev/pod": a.PodNamespace + "/" + a.PodName, "switchyard.dev/container": a.ContainerID}})
 		portc <- createdPort{port, err}
 	}()
-	// Both requests have ended before the ADD returns, so the host's
-	// rollback sees whatever exists.
-	alloc := <-ipamc
-	var vethErr error
-	var ips []netip.Addr
-	var mac net.HardwareAddr
-	if alloc.err == nil {
-		for _, l := range alloc.leases {
-			ips = append(ips, l.Address.Addr())
-		}
-		mac = stableMAC(ips)
-		vc.MAC, vc.Addrs = mac, ips
-		phase("ipam")
-		vethErr = veth.Configure(vc)
-		phase("configure")
-	}
+	vethErr := veth.Configure(vc)
+	phase("configure")
+	// The port request has ended before the ADD returns, so the host's
+	// rollback sees the port if it exists.
 	created := <-portc
-	switch {
-	case alloc.err != nil:
-		return alloc.err
-	case vethErr != nil:
+	if vethErr != nil {
 		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("configuring the pod interface: %v", vethErr), Details: "check that the pod's network namespace is usable"}
-	case created.err != nil:
+	}
+	if created.err != nil {
 		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("creating OVS port %s: %v", hostIf, created.err), Details: "check that ovs-vswitchd is running on the node"}
 	}
-	port, leases := created.port, alloc.leases
+	port := created.port
 	phase("ovs_port")
 	ep := flows.Endpoint{OFPort: port.OFPort, MAC: mac, IPs: ips}
 	podFlows := flows.PodFlows(p.gw, ep)

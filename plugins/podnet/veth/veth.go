@@ -11,6 +11,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,36 +59,106 @@ func Setup(c Config) (net.HardwareAddr, error) {
 	return link.Attrs().HardwareAddr, nil
 }
 
-// Create creates the pair: the pod end in the pod netns, named and sized
-// but without addresses or MAC (c.Addrs and c.MAC are not read), and the
-// host end in the host netns, down. The host end exists when it returns,
-// so the caller can attach it to the switch while it works out the
-// addresses and calls Configure. On error nothing is left behind.
+// Create creates the pair, both ends up: the pod end in the pod netns,
+// with its name, MTU and MAC but no addresses (c.Addrs is not read); the
+// host end in the host netns, with ARP and IPv6 off. The host end exists
+// when it returns, so the caller can attach it to the switch while
+// Configure gives the pod end its addresses. On error nothing is left
+// behind.
+//
+// The host end is born with every flag it will ever need, in the request
+// that creates the pair, and its carrier comes up (with the pod end)
+// before Create returns, so it has changed for the last time before the
+// switch attaches it. ovs-vswitchd reacts to each change of a port it has attached by
+// asking the kernel for the state of every port on the bridge, and to a
+// change of any interface in its namespace by reconfiguring the whole
+// bridge: creating the host end down, then turning ARP off, bringing it
+// up, letting ovs-vswitchd turn promiscuous mode on and the pod end
+// coming up later made five such changes, three of them after the attach.
 func Create(c Config) error {
 	podNS, err := ns.GetNS(c.Netns)
 	if err != nil {
 		return fmt.Errorf("opening pod netns %s: %w", c.Netns, err)
 	}
 	defer podNS.Close()
-	return podNS.Do(func(hostNS ns.NetNS) error {
-		if _, err := netlink.LinkByName(c.IfName); err == nil {
-			return fmt.Errorf("interface %s already exists in pod netns %s", c.IfName, c.Netns)
-		}
-		la := netlink.NewLinkAttrs()
-		la.Name, la.MTU = c.IfName, c.MTU
-		v := &netlink.Veth{LinkAttrs: la, PeerName: c.HostIfName, PeerNamespace: netlink.NsFd(int(hostNS.Fd()))}
-		if err := netlink.LinkAdd(v); err != nil {
-			if errors.Is(err, unix.EEXIST) {
-				return fmt.Errorf("creating veth %s/%s: host interface %s already exists (left over from an earlier pod?): %w", c.IfName, c.HostIfName, c.HostIfName, err)
-			}
+	if err := addPair(c, int(podNS.Fd())); err != nil {
+		if !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("creating veth %s/%s: %w", c.IfName, c.HostIfName, err)
 		}
-		return nil
-	})
+		if _, lerr := netlink.LinkByName(c.HostIfName); lerr == nil {
+			return fmt.Errorf("creating veth %s/%s: host interface %s already exists (left over from an earlier pod?): %w", c.IfName, c.HostIfName, c.HostIfName, err)
+		}
+		return fmt.Errorf("interface %s already exists in pod netns %s", c.IfName, c.Netns)
+	}
+	// IPv6 off before the pod end is up: without a carrier the kernel has
+	// given the host end no IPv6 address yet, and now never will. Then the
+	// pod end up, which brings the host end's carrier up.
+	err = os.WriteFile("/proc/sys/net/ipv6/conf/"+c.HostIfName+"/disable_ipv6", []byte("1"), 0o644)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("turning IPv6 off on host end %s: %w", c.HostIfName, err)
+	} else {
+		err = podNS.Do(func(ns.NetNS) error {
+			link, err := netlink.LinkByName(c.IfName)
+			if err == nil {
+				err = netlink.LinkSetUp(link)
+			}
+			if err != nil {
+				return fmt.Errorf("setting %s up: %w", c.IfName, err)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		if terr := Teardown(c.Netns, c.IfName, c.HostIfName); terr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", terr))
+		}
+		return err
+	}
+	return nil
 }
 
-// Configure gives the pod end of a pair Create made its MAC, addresses
-// and routes, and brings both ends up. On error the pair is removed.
+// hostEndFlags are the host end's flags from birth. Up: it is a switch
+// port. NOARP: on the userspace datapath the node's kernel sees the
+// port's packets too, and would answer the pod's ARP for the gateway
+// address, which the node owns, with the veth's own MAC; which answer the
+// pod kept would be a race, and frames to the veth MAC go nowhere in the
+// pipeline. PROMISC: ovs-vswitchd sets it when it attaches the port.
+const hostEndFlags = unix.IFF_UP | unix.IFF_NOARP | unix.IFF_PROMISC
+
+// addPair sends the one RTM_NEWLINK that creates the pair from the host
+// netns: the host end with hostEndFlags, the pod end, with its MAC, in the
+// netns podNSFd names. The pod end cannot be up from birth: the kernel
+// creates it first, before it has a peer to carry to. netlink.LinkAdd sets only IFF_UP and a few other flags
+// at creation, so the request is built here.
+func addPair(c Config, podNSFd int) error {
+	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Flags, msg.Change = hostEndFlags, hostEndFlags
+	req.AddData(msg)
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(c.HostIfName)))
+	if c.MTU > 0 {
+		req.AddData(nl.NewRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(c.MTU))))
+	}
+	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("veth"))
+	peer := info.AddRtAttr(nl.IFLA_INFO_DATA, nil).AddRtAttr(nl.VETH_INFO_PEER, nil)
+	nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC)
+	peer.AddRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(c.IfName))
+	if len(c.MAC) > 0 {
+		peer.AddRtAttr(unix.IFLA_ADDRESS, []byte(c.MAC))
+	}
+	if c.MTU > 0 {
+		peer.AddRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(c.MTU)))
+	}
+	peer.AddRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(podNSFd)))
+	req.AddData(info)
+	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}
+
+// Configure gives the pod end of a pair Create made its addresses and
+// routes (and turns its transmit checksum offload off if c says so). On
+// error the pair is removed.
 func Configure(c Config) error {
 	podNS, err := ns.GetNS(c.Netns)
 	if err == nil {
@@ -95,9 +166,6 @@ func Configure(c Config) error {
 		podNS.Close()
 	} else {
 		err = fmt.Errorf("opening pod netns %s: %w", c.Netns, err)
-	}
-	if err == nil {
-		err = hostUp(c)
 	}
 	if err != nil {
 		if terr := Teardown(c.Netns, c.IfName, c.HostIfName); terr != nil {
@@ -113,11 +181,6 @@ func configurePod(c Config) error {
 	if err != nil {
 		return err
 	}
-	if len(c.MAC) > 0 {
-		if err := netlink.LinkSetHardwareAddr(link, c.MAC); err != nil {
-			return fmt.Errorf("setting MAC %s on %s: %w", c.MAC, c.IfName, err)
-		}
-	}
 	if c.NoTxChecksum {
 		if err := disableTxChecksum(c.IfName); err != nil {
 			return err
@@ -132,9 +195,6 @@ func configurePod(c Config) error {
 		if err := netlink.AddrAdd(link, addr); err != nil {
 			return fmt.Errorf("adding %s to %s: %w", a, c.IfName, err)
 		}
-	}
-	if err := netlink.LinkSetUp(link); err != nil {
-		return fmt.Errorf("setting %s up: %w", c.IfName, err)
 	}
 	for _, a := range c.Addrs {
 		gw, ok := c.gatewayFor(a)
@@ -161,29 +221,6 @@ func podRoutes(ifindex int, a, gw netip.Addr) []netlink.Route {
 		{LinkIndex: ifindex, Dst: hostNet(gw), Scope: netlink.SCOPE_LINK},
 		{LinkIndex: ifindex, Dst: prefixNet(def), Gw: net.IP(gw.AsSlice())},
 	}
-}
-
-func hostUp(c Config) error {
-	link, err := netlink.LinkByName(c.HostIfName)
-	if err != nil {
-		return fmt.Errorf("host end %s: %w", c.HostIfName, err)
-	}
-	// The host end is a switch port, but on the userspace datapath the
-	// node's kernel sees its packets too, and would answer the pod's ARP
-	// (and neighbour solicitations) for the gateway address, which the node
-	// owns, with the veth's own MAC. Which answer the pod keeps would then
-	// be a race, and frames to the veth MAC go nowhere in the pipeline. So
-	// the kernel is told to stay out of address resolution on it.
-	if err := netlink.LinkSetARPOff(link); err != nil {
-		return fmt.Errorf("turning ARP off on host end %s: %w", c.HostIfName, err)
-	}
-	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+c.HostIfName+"/disable_ipv6", []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("turning IPv6 off on host end %s: %w", c.HostIfName, err)
-	}
-	if err := netlink.LinkSetUp(link); err != nil {
-		return fmt.Errorf("setting host end %s up: %w", c.HostIfName, err)
-	}
-	return nil
 }
 
 // Teardown removes the pair. Removing a pair that is gone, or whose netns
