@@ -1,22 +1,17 @@
 package cni
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
 
-	"switchyard.dev/switchyard/host/openflow"
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/nodeagent"
@@ -81,19 +76,13 @@ func BenchmarkCNIIsolation(b *testing.B) {
 		return string(raw[off:]), int64(len(raw))
 	}
 	var off int64
-	// How long ovs-vswitchd's main loop goes without answering, on each
-	// side: an ADD waits on that loop (the port's attach, the flows), so
-	// the busy side's ADD tail can be no shorter than its stalls.
-	probe := startSwitchProbe(b, n.OVS.MgmtSocket("br-int"))
 	b.ResetTimer()
 	for range b.N {
 		for range isoRounds {
 			setChurn(b, churnFile, false)
 			_, off = logSince(off)
 			e.adds = nil
-			probe.side("idle")
 			e.block(b)
-			probe.side("")
 			idle = append(idle, e.adds...)
 			text, next := logSince(off)
 			idleLog.WriteString(text)
@@ -103,9 +92,7 @@ func BenchmarkCNIIsolation(b *testing.B) {
 			_, off = logSince(off)
 			start := time.Now()
 			e.adds = nil
-			probe.side("busy")
 			e.block(b)
-			probe.side("")
 			busy = append(busy, e.adds...)
 			busyTime += time.Since(start)
 			busyBatches += churnCount(churnFile) - before
@@ -115,11 +102,6 @@ func BenchmarkCNIIsolation(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	for side, ds := range probe.stop() {
-		b.ReportMetric(ms(pct(ds, 50)), side+"-switch-echo-p50-ms")
-		b.ReportMetric(ms(pct(ds, 99)), side+"-switch-echo-p99-ms")
-		b.ReportMetric(ms(slices.Max(ds)), side+"-switch-echo-max-ms")
-	}
 	// Where the busy side's extra time goes: each phase's p50 and p99,
 	// idle and busy (podnet's phases, and the agent's whole handling).
 	for side, text := range map[string]string{"idle": idleLog.String(), "busy": busyLog.String()} {
@@ -184,74 +166,4 @@ func churnCount(file string) int {
 	raw, _ := os.ReadFile(file + ".n")
 	n, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
 	return n
-}
-
-// switchProbe sends an OpenFlow echo to the switch every 2 ms on its own
-// connection and keeps each round trip under the side (idle, busy) the
-// benchmark is in. ovs-vswitchd answers echoes from its main loop, the
-// same loop that attaches ports and commits bundles, so a long round trip
-// is a stall every ADD in flight meanwhile shares.
-type switchProbe struct {
-	mu     sync.Mutex
-	cur    string
-	rtts   map[string][]time.Duration
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startSwitchProbe(b *testing.B, socket string) *switchProbe {
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := openflow.Dial(ctx, "unix", socket, openflow.Options{Logger: slog.New(slog.DiscardHandler), NoAsync: true})
-	if err != nil {
-		cancel()
-		b.Fatalf("probe connection to %s: %v", socket, err)
-	}
-	p := &switchProbe{rtts: map[string][]time.Duration{}, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		defer c.Close()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			start := time.Now()
-			if _, err := c.Request(ctx, &openflow.EchoRequest{}); err != nil {
-				continue
-			}
-			rtt := time.Since(start)
-			p.mu.Lock()
-			if p.cur != "" {
-				p.rtts[p.cur] = append(p.rtts[p.cur], rtt)
-			}
-			p.mu.Unlock()
-		}
-	}()
-	b.Cleanup(func() { p.stop() })
-	return p
-}
-
-// side names where the round trips from now on go ("" keeps none).
-func (p *switchProbe) side(name string) {
-	p.mu.Lock()
-	p.cur = name
-	p.mu.Unlock()
-}
-
-// stop ends the probe and returns the round trips by side.
-func (p *switchProbe) stop() map[string][]time.Duration {
-	p.cancel()
-	<-p.done
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string][]time.Duration{}
-	for side, ds := range p.rtts {
-		if len(ds) > 0 {
-			out[side] = ds
-		}
-	}
-	return out
 }
