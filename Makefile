@@ -61,12 +61,17 @@ build:
 
 # No clean-itest here: runs are named uniquely, so a concurrent run's
 # namespaces and daemons must be left alone. Use `make clean-itest` by hand.
+RACE_PKGS = ./host/agent/ ./host/flowstore/ ./host/cniserver/ ./host/ifstore/ ./host/openflow/
+
 test: deps tools
 	$(GO) vet ./...
 	cd sdk && $(GO) vet ./... && $(GO) test -count=1 ./...
 # The template's own module: SDK-only deps, the fake host, and a real
 # switch through itest/kit (needs root and OVS, like the itests).
 	cd plugins/template && $(GO) vet ./... && $(GO) test -count=1 ./...
+# The host's shared state (flow store, records, switch connection) under
+# the race detector: its unit tests run plugins' batches side by side.
+	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
 
 unit:

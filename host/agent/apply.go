@@ -47,8 +47,15 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 	for i, op := range b.Ops {
 		switch {
 		case op.Kind == flow.OpDeleteTagged && op.Flow != nil:
+			// The store is read here, and other owners' batches commit into
+			// it under a.mu: without it, a pod's DEL (a delete by tag)
+			// running beside a large batch of another plugin crashed the
+			// agent (concurrent map iteration and write).
+			a.mu.Lock()
 			var err error
-			if ops, err = a.expandTaggedLocked(owner, i, op, ops); err != nil {
+			ops, err = a.expandTaggedLocked(owner, i, op, ops)
+			a.mu.Unlock()
+			if err != nil {
 				return err
 			}
 		case op.Flow != nil:

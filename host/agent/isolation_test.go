@@ -173,3 +173,65 @@ func TestApplyInPartsConflicts(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteTaggedBesideAnotherOwnersBatches runs one plugin's deletes by
+// tag (what a pod's DEL sends) while another plugin commits large batches:
+// the delete reads the flow store while the other batches write it, which
+// must be serialised (go test -race reports the race; without -race the
+// runtime sometimes stops the agent with "concurrent map iteration and
+// map write", as it did under BenchmarkCNIIsolation).
+func TestDeleteTaggedBesideAnotherOwnersBatches(t *testing.T) {
+	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: t.TempDir(), Node: config.Node{MTU: 1500}}
+	a, err := New(cfg, discardSwitch{}, &fakeDB{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"beta", "pod"} {
+		desc := &sdk.DescribeResponse{Name: name, Tables: []sdk.Table{{Name: name + ".t", Pipeline: flow.PipelineIP, Stage: flow.StageIngressSecurity, Miss: sdk.MissNext}}}
+		if _, err := a.RegisterLocal(ctx, name, desc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fl := func(table string, i, gen int, tag uint32) flow.Flow {
+		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		return flow.Flow{Table: table, Priority: 10, Tag: tag, Match: flow.Match{}.IPv4().IPv4Dst(ip), Actions: []flow.Action{flow.Output(uint32(1 + (i+gen)%8))}}
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for gen := 0; ; gen++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			bt := flow.NewBatch()
+			for i := range 2000 {
+				bt.AddFlows(fl("beta.t", i, gen, 0))
+			}
+			if err := a.Apply(ctx, "beta", bt, config.Limits{}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer halt()
+	for n := range 2000 {
+		tag := uint32(n%50 + 1)
+		if err := a.Apply(ctx, "pod", flow.NewBatch().AddFlows(fl("pod.t", n, 0, tag)), config.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Apply(ctx, "pod", flow.NewBatch().DeleteTagged("", tag, ^uint32(0)), config.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	halt()
+	if got := a.store.Count("pod"); got != 0 {
+		t.Errorf("pod holds %d flows after deleting every tag it used, want 0", got)
+	}
+}
