@@ -23,18 +23,8 @@ import (
 // lock, planning, encoding, CPU), which no switch can explain.
 func BenchmarkApplyIsolation(b *testing.B) {
 	const churnFlows, small, samples = 20000, 9, 300
-	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: b.TempDir(), Node: config.Node{MTU: 1500}}
-	a, err := New(cfg, discardSwitch{}, &fakeDB{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	a := twoOwners(b)
 	ctx := context.Background()
-	for _, name := range []string{"beta", "pod"} {
-		desc := &sdk.DescribeResponse{Name: name, Tables: []sdk.Table{{Name: name + ".t", Pipeline: flow.PipelineIP, Stage: flow.StageIngressSecurity, Miss: sdk.MissNext}}}
-		if _, err := a.RegisterLocal(ctx, name, desc); err != nil {
-			b.Fatal(err)
-		}
-	}
 	filler := func(table string, i, gen int) flow.Flow {
 		ip := netip.AddrFrom4([4]byte{10, byte(128 + i>>16&0x7f), byte(i >> 8), byte(i)})
 		return flow.Flow{Table: table, Priority: 10, Match: flow.Match{}.IPv4().IPv4Dst(ip), Actions: []flow.Action{flow.Output(uint32(1 + (i+gen)%8))}}
@@ -181,18 +171,8 @@ func TestApplyInPartsConflicts(t *testing.T) {
 // runtime sometimes stops the agent with "concurrent map iteration and
 // map write", as it did under BenchmarkCNIIsolation).
 func TestDeleteTaggedBesideAnotherOwnersBatches(t *testing.T) {
-	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: t.TempDir(), Node: config.Node{MTU: 1500}}
-	a, err := New(cfg, discardSwitch{}, &fakeDB{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := twoOwners(t)
 	ctx := context.Background()
-	for _, name := range []string{"beta", "pod"} {
-		desc := &sdk.DescribeResponse{Name: name, Tables: []sdk.Table{{Name: name + ".t", Pipeline: flow.PipelineIP, Stage: flow.StageIngressSecurity, Miss: sdk.MissNext}}}
-		if _, err := a.RegisterLocal(ctx, name, desc); err != nil {
-			t.Fatal(err)
-		}
-	}
 	fl := func(table string, i, gen int, tag uint32) flow.Flow {
 		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		return flow.Flow{Table: table, Priority: 10, Tag: tag, Match: flow.Match{}.IPv4().IPv4Dst(ip), Actions: []flow.Action{flow.Output(uint32(1 + (i+gen)%8))}}
@@ -234,4 +214,22 @@ func TestDeleteTaggedBesideAnotherOwnersBatches(t *testing.T) {
 	if got := a.store.Count("pod"); got != 0 {
 		t.Errorf("pod holds %d flows after deleting every tag it used, want 0", got)
 	}
+}
+
+// twoOwners is an agent on a switch that takes everything, with two
+// plugins registered: beta (table beta.t) and pod (table pod.t).
+func twoOwners(tb testing.TB) *Agent {
+	tb.Helper()
+	cfg := &config.Config{NodeName: "n", Bridge: config.Bridge{Name: "br-int", DatapathType: "netdev"}, RunDir: tb.TempDir(), Node: config.Node{MTU: 1500}}
+	a, err := New(cfg, discardSwitch{}, &fakeDB{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, name := range []string{"beta", "pod"} {
+		desc := &sdk.DescribeResponse{Name: name, Tables: []sdk.Table{{Name: name + ".t", Pipeline: flow.PipelineIP, Stage: flow.StageIngressSecurity, Miss: sdk.MissNext}}}
+		if _, err := a.RegisterLocal(context.Background(), name, desc); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return a
 }

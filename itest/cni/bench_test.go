@@ -264,14 +264,9 @@ func rssMB(pid int) (float64, error) {
 
 // procCPU is the user and system CPU time process pid has used so far.
 func procCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := testenv.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command name (which may hold spaces): utime and
-	// stime are the 12th and 13th, in clock ticks (100 per second).
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
-	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"testing"
 	"time"
 
+	crdv1 "switchyard.dev/switchyard/controller/apis/crd/v1beta1"
 	"switchyard.dev/switchyard/host/agent"
 	"switchyard.dev/switchyard/itest/cluster"
 	"switchyard.dev/switchyard/itest/testenv"
@@ -116,16 +113,13 @@ func BenchmarkTrace(b *testing.B) {
 	b.ReportMetric(float64(tfCross)/float64(dump), "traceflow-cross/dump")
 }
 
-// cpuTicks is a process's user+system CPU time in clock ticks.
+// cpuTicks is a process's user+system CPU time in 10 ms clock ticks.
 func cpuTicks(b *testing.B, pid int) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := testenv.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
+	return int64(d / (10 * time.Millisecond))
 }
 
 // BenchmarkIdleCPU measures the CPU an idle agent spends per minute when
