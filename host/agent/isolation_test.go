@@ -55,30 +55,9 @@ func BenchmarkApplyIsolation(b *testing.B) {
 	var idle, busy []time.Duration
 	for n := range b.N {
 		idle = append(idle, measure(2*n*samples)...)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for gen := 0; ; gen++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				bt := flow.NewBatch()
-				for i := range churnFlows {
-					bt.AddFlows(filler("beta.t", i, gen))
-				}
-				if err := a.Apply(ctx, "beta", bt, config.Limits{}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+		halt := churn(b, a, churnFlows, func(i, gen int) flow.Flow { return filler("beta.t", i, gen) })
 		busy = append(busy, measure((2*n+1)*samples)...)
-		close(stop)
-		wg.Wait()
+		halt()
 	}
 	slices.Sort(idle)
 	slices.Sort(busy)
@@ -177,29 +156,7 @@ func TestDeleteTaggedBesideAnotherOwnersBatches(t *testing.T) {
 		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		return flow.Flow{Table: table, Priority: 10, Tag: tag, Match: flow.Match{}.IPv4().IPv4Dst(ip), Actions: []flow.Action{flow.Output(uint32(1 + (i+gen)%8))}}
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for gen := 0; ; gen++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			bt := flow.NewBatch()
-			for i := range 2000 {
-				bt.AddFlows(fl("beta.t", i, gen, 0))
-			}
-			if err := a.Apply(ctx, "beta", bt, config.Limits{}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	halt := churn(t, a, 2000, func(i, gen int) flow.Flow { return fl("beta.t", i, gen, 0) })
 	defer halt()
 	for n := range 2000 {
 		tag := uint32(n%50 + 1)
@@ -232,4 +189,33 @@ func twoOwners(tb testing.TB) *Agent {
 		}
 	}
 	return a
+}
+
+// churn has beta re-apply n flows (flowAt(i, generation)) back to back
+// until the returned function is called; that function waits for the
+// batch in flight and may be called more than once.
+func churn(tb testing.TB, a *Agent, n int, flowAt func(i, gen int) flow.Flow) (halt func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for gen := 0; ; gen++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			bt := flow.NewBatch()
+			for i := range n {
+				bt.AddFlows(flowAt(i, gen))
+			}
+			if err := a.Apply(context.Background(), "beta", bt, config.Limits{}); err != nil {
+				tb.Error(err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); wg.Wait() }) }
 }
