@@ -10,6 +10,8 @@
 // agent clears it once its flows are back), starts ovs-vswitchd, and then
 // supervises both: if either dies it stops the other and returns an error
 // that names it, so the container restarts with a reason in its log.
+// ovs-vswitchd runs with jemalloc preloaded unless Options.Malloc says
+// system (malloc.go says why); a missing library fails the start.
 //
 // WaitForDatapath comes first: when the kernel datapath is asked for and the
 // kernel has none, it records why in the run dir and waits (no crash loop)

@@ -37,6 +37,10 @@ type Options struct {
 	// flow-restore-wait is set so a restarted ovs-vswitchd forwards nothing
 	// with empty tables until the agent has replayed its flows.
 	Bridge string // br-int
+	// Malloc is ovs-vswitchd's allocator: jemalloc (the default, preloaded
+	// from Jemalloc) or system (glibc's); see malloc.go for why.
+	Malloc   string
+	Jemalloc string // JemallocPath()
 	// Log receives the supervisor's own lines; the daemons log to stderr.
 	Log *slog.Logger
 }
@@ -55,6 +59,8 @@ func (o *Options) defaults() {
 	set(&o.DBDir, "/var/lib/switchyard/ovs")
 	set(&o.DatapathType, config.DatapathNetdev)
 	set(&o.Bridge, "br-int")
+	set(&o.Malloc, MallocJemalloc)
+	set(&o.Jemalloc, JemallocPath())
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -83,9 +89,9 @@ type daemon struct {
 	done chan error
 }
 
-func (o Options) start(name, bin string, args ...string) (*daemon, error) {
+func (o Options) start(name, bin string, env []string, args ...string) (*daemon, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = o.env()
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	// Its own process group: a Ctrl-C in a terminal reaches the
 	// supervisor, which stops the daemons in order. If the supervisor is
@@ -119,6 +125,11 @@ func (d *daemon) stop(grace time.Duration) {
 // socket. On failure nothing is left running.
 func Start(ctx context.Context, o Options) (_ *Switch, err error) {
 	o.defaults()
+	// A bad allocator choice fails before anything is created or started.
+	vswitchdEnv, err := VswitchdEnv(o.env(), o.Malloc, o.Jemalloc)
+	if err != nil {
+		return nil, err
+	}
 	s := &Switch{opts: o}
 	defer func() {
 		if err != nil {
@@ -141,7 +152,7 @@ func Start(ctx context.Context, o Options) (_ *Switch, err error) {
 	for _, f := range []string{"db.sock", "ovsdb-server.ctl", "ovs-vswitchd.ctl"} {
 		os.Remove(filepath.Join(o.RunDir, f))
 	}
-	s.ovsdb, err = o.start("ovsdb-server", o.OVSDBServer, o.dbFile(),
+	s.ovsdb, err = o.start("ovsdb-server", o.OVSDBServer, o.env(), o.dbFile(),
 		"--remote=punix:"+dbSock,
 		"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
 		"--unixctl="+filepath.Join(o.RunDir, "ovsdb-server.ctl"),
@@ -163,14 +174,25 @@ func Start(ctx context.Context, o Options) (_ *Switch, err error) {
 	if o.DatapathType == config.DatapathNetdev {
 		args = append(args, "--disable-system")
 	}
-	s.vswitchd, err = o.start("ovs-vswitchd", o.OVSVswitchd, args...)
+	s.vswitchd, err = o.start("ovs-vswitchd", o.OVSVswitchd, vswitchdEnv, args...)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.wait(ctx, s.vswitchd, filepath.Join(o.RunDir, "ovs-vswitchd.ctl"), "version"); err != nil {
 		return nil, err
 	}
-	o.Log.Info("Open vSwitch is up", "db", o.dbFile(), "run_dir", o.RunDir, "datapath_type", o.DatapathType)
+	if o.Malloc == MallocJemalloc {
+		// Without a /proc of this PID namespace (a bare container) the
+		// check cannot run; the preload itself does not need it.
+		ok, err := MapsLibrary(s.vswitchd.cmd.Process.Pid, o.Jemalloc)
+		switch {
+		case err != nil:
+			o.Log.Warn("cannot check that ovs-vswitchd loaded its allocator", "library", o.Jemalloc, "error", err)
+		case !ok:
+			return nil, fmt.Errorf("ovs-vswitchd runs without %s although it was preloaded (its log says why); check that the library is for this architecture, or run with --malloc=%s", o.Jemalloc, MallocSystem)
+		}
+	}
+	o.Log.Info("Open vSwitch is up", "db", o.dbFile(), "run_dir", o.RunDir, "datapath_type", o.DatapathType, "malloc", o.Malloc)
 	return s, nil
 }
 

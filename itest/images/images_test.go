@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"golang.org/x/sys/unix"
 
+	"switchyard.dev/switchyard/host/ovsrun"
 	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/testenv"
@@ -153,6 +155,7 @@ func TestProductImages(t *testing.T) {
 			files: []string{
 				"/usr/lib/openvswitch-switch/ovs-vswitchd", "/usr/sbin/ovsdb-server", "/usr/bin/ovsdb-tool",
 				"/usr/share/openvswitch/vswitch.ovsschema", "/usr/local/bin/switchyard-ovs", "/lib64/ld-linux-x86-64.so.2",
+				ovsrun.JemallocPath(),
 			},
 			runs: [][2][]string{
 				{{"/usr/lib/openvswitch-switch/ovs-vswitchd", "--version"}, {"ovs-vswitchd (Open vSwitch)"}},
@@ -272,6 +275,20 @@ func runOVS(t *testing.T, root string) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "var/lib/switchyard/ovs/conf.db")); err != nil {
 		t.Errorf("no database created in the image's db dir: %v", err)
+	}
+	// The entrypoint preloads the image's jemalloc into ovs-vswitchd. The
+	// chroot has no /proc, so the check reads the maps from out here,
+	// where they name the library under the image root.
+	pidFile, err := os.ReadFile(filepath.Join(root, "var/run/openvswitch/ovs-vswitchd.pid"))
+	if err != nil {
+		t.Fatalf("ovs-vswitchd wrote no pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidFile)))
+	if err != nil {
+		t.Fatalf("ovs-vswitchd pid file: %v", err)
+	}
+	if ok, err := ovsrun.MapsLibrary(pid, filepath.Join(root, ovsrun.JemallocPath())); err != nil || !ok {
+		t.Errorf("ovs-vswitchd in the image runs without the image's jemalloc (maps read: %v)", err)
 	}
 	p.Stop(15 * time.Second)
 	if !p.Exited() {

@@ -1,6 +1,7 @@
 package ovs
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard.dev/switchyard/host/ovsrun"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/testenv"
 )
@@ -26,6 +28,12 @@ type Options struct {
 	// datapath ("ovs-netdev") and each bridge, so two instances can never
 	// share a namespace.
 	NetNS string
+	// Malloc is ovs-vswitchd's allocator, as switchyard-ovs --malloc takes
+	// it (host/ovsrun): "" is $SWITCHYARD_OVS_MALLOC, else jemalloc, the
+	// product's default, so tests and benchmarks run the switch the way
+	// nodes do; SWITCHYARD_OVS_MALLOC=system runs a benchmark against
+	// glibc's malloc for comparison.
+	Malloc string
 }
 
 // Switch is one running OVS instance.
@@ -41,6 +49,7 @@ type Switch struct {
 	ovsdb    *testenv.Process
 	vswitchd *testenv.Process
 	bins     map[string]string
+	malloc   string // ovs-vswitchd's allocator
 }
 
 // Start launches ovsdb-server and ovs-vswitchd and stops them on cleanup.
@@ -57,6 +66,10 @@ func Start(t testenv.T, opts Options) *Switch {
 	}
 	if _, err := os.Stat(SchemaPath); err != nil {
 		t.Fatalf("OVS schema %s missing: install openvswitch-common", SchemaPath)
+	}
+	s.malloc = cmp.Or(opts.Malloc, os.Getenv("SWITCHYARD_OVS_MALLOC"), ovsrun.MallocJemalloc)
+	if _, err := ovsrun.VswitchdEnv(nil, s.malloc, ""); err != nil {
+		t.Fatalf("%v", err)
 	}
 	name := opts.Name
 	if name == "" {
@@ -108,9 +121,12 @@ func (s *Switch) start() error {
 func (s *Switch) startVswitchd() error {
 	ctl := filepath.Join(s.Dir, "ovs-vswitchd.ctl")
 	os.Remove(ctl)
-	var err error
+	env, err := ovsrun.VswitchdEnv(s.env(), s.malloc, "")
+	if err != nil {
+		return err
+	}
 	s.vswitchd, err = testenv.StartProcess(testenv.ProcessSpec{
-		Name: "ovs-vswitchd", Path: s.bins["ovs-vswitchd"], Dir: s.Dir, NetNS: s.NetNS, Env: s.env(),
+		Name: "ovs-vswitchd", Path: s.bins["ovs-vswitchd"], Dir: s.Dir, NetNS: s.NetNS, Env: env,
 		Args: []string{s.DBSock, "--disable-system", "--unixctl=" + ctl,
 			"--pidfile=" + filepath.Join(s.Dir, "ovs-vswitchd.pid"), "-vconsole:off", "-vfile:info",
 			"--log-file=" + filepath.Join(s.Dir, "ovs-vswitchd.log")},
@@ -118,7 +134,16 @@ func (s *Switch) startVswitchd() error {
 	if err != nil {
 		return err
 	}
-	return s.waitSocket(ctl, s.vswitchd)
+	if err := s.waitSocket(ctl, s.vswitchd); err != nil {
+		return err
+	}
+	if s.malloc != ovsrun.MallocJemalloc {
+		return nil
+	}
+	if ok, err := ovsrun.MapsLibrary(s.vswitchd.Pid(), ovsrun.JemallocPath()); err != nil || !ok {
+		return fmt.Errorf("ovs-vswitchd runs without %s although it was preloaded (maps read: %v); log:\n%s", ovsrun.JemallocPath(), err, s.vswitchd.Tail(20))
+	}
+	return nil
 }
 
 func (s *Switch) waitSocket(path string, p *testenv.Process) error {

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"switchyard.dev/switchyard/cni/conflist"
 	"switchyard.dev/switchyard/host/ovsdb"
+	"switchyard.dev/switchyard/host/ovsrun"
 	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/testenv"
@@ -47,9 +49,9 @@ func (n node) args(cmd string, extra ...string) []string {
 
 // start runs `switchyard-ovs run` in the namespace and waits until the
 // probe passes.
-func (n node) start(t *testing.T, name string) *testenv.Process {
+func (n node) start(t *testing.T, name string, extra ...string) *testenv.Process {
 	t.Helper()
-	p, err := testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: n.bin, Args: n.args("run"), NetNS: n.ns, Dir: n.dir})
+	p, err := testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: n.bin, Args: n.args("run", extra...), NetNS: n.ns, Dir: n.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +91,25 @@ func (n node) hasLink(name string) bool {
 	return err == nil
 }
 
+// vswitchdMapsJemalloc reports whether the running ovs-vswitchd has
+// jemalloc loaded.
+func (n node) vswitchdMapsJemalloc(t *testing.T) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.runDir, "ovs-vswitchd.pid"))
+	if err != nil {
+		t.Fatalf("ovs-vswitchd wrote no pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("ovs-vswitchd pid file: %v", err)
+	}
+	ok, err := ovsrun.MapsLibrary(pid, ovsrun.JemallocPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
 // stop sends SIGTERM and wants a clean exit with both daemons gone.
 func (n node) stop(t *testing.T, p *testenv.Process) {
 	t.Helper()
@@ -112,9 +133,20 @@ func TestOVSEntrypointLifecycle(t *testing.T) {
 	n := newNode(t)
 	ctx := context.Background()
 
+	// An allocator it does not know is refused before anything starts.
+	if out, err := n.run("run", n.args("", "--malloc=tcmalloc")[1:]...); err == nil || !strings.Contains(out, `allocator "tcmalloc": want jemalloc or system`) {
+		t.Errorf("switchyard-ovs run --malloc=tcmalloc: err=%v, want a refusal naming the choices; output:\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(n.runDir, "db.sock")); err == nil {
+		t.Errorf("the refused run left %s behind", filepath.Join(n.runDir, "db.sock"))
+	}
+
 	p := n.start(t, "ovs-first")
 	if _, err := os.Stat(filepath.Join(n.dbDir, "conf.db")); err != nil {
 		t.Fatalf("first start created no database: %v", err)
+	}
+	if !n.vswitchdMapsJemalloc(t) {
+		t.Errorf("ovs-vswitchd runs without %s: switchyard-ovs preloads it by default", ovsrun.JemallocPath())
 	}
 	c := n.dial(t)
 	if err := c.EnsureBridge(ctx, "netdev"); err != nil {
@@ -152,8 +184,11 @@ func TestOVSEntrypointLifecycle(t *testing.T) {
 	n.stop(t, p)
 
 	// A restart keeps the database and holds forwarding until the agent
-	// has replayed its flows.
-	p = n.start(t, "ovs-second")
+	// has replayed its flows. This one keeps glibc's malloc.
+	p = n.start(t, "ovs-second", "--malloc=system")
+	if n.vswitchdMapsJemalloc(t) {
+		t.Errorf("ovs-vswitchd loaded %s under --malloc=system", ovsrun.JemallocPath())
+	}
 	c = n.dial(t)
 	if ok, err := c.BridgeExists(ctx); err != nil || !ok {
 		t.Fatalf("br-int after restart: exists=%v err=%v: the database was not kept", ok, err)

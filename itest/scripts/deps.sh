@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   openvswitch-switch openvswitch-common # ovs-vswitchd, ovsdb-server; ovs-ofctl as a test witness
+  libjemalloc2                          # ovs-vswitchd's allocator (switchyard-ovs --malloc, host/ovsrun)
   iproute2 iputils-ping                 # namespaces, veths, ping probes
   iperf3 ethtool                        # datapath throughput bench, pods' offload settings
   nftables                              # nft: kube-proxy's nftables mode (the service bench's baseline) execs it

@@ -98,6 +98,7 @@ func run(args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var o ovsrun.Options
 	cfg := ovsFlags(fs, &o)
+	fs.StringVar(&o.Malloc, "malloc", ovsrun.MallocJemalloc, "ovs-vswitchd's allocator: jemalloc (preloaded; faster per packet on the userspace datapath with large flow tables) or system (glibc)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"switchyard.dev/switchyard/host/ovsrun"
 	"switchyard.dev/switchyard/manifests/image"
 )
 
@@ -60,6 +62,9 @@ var inTreePlugins = []string{"podnet", "tunnel", "service", "netpol", "egress"}
 // fails naming any library missing here.
 var ovsPackages = []string{
 	"openvswitch-switch", "openvswitch-common",
+	// ovs-vswitchd's allocator (switchyard-ovs --malloc=jemalloc, the
+	// default) and the C++ runtime jemalloc links.
+	"libjemalloc2", "libstdc++6", "libgcc-s1",
 	"libc6", "libssl3", "libcap-ng0", "libnuma1", "libxdp1", "libbpf1", "libunbound8",
 	"libelf1", "zlib1g", "libevent-2.1-7", "libhogweed6", "libnettle8", "libgmp10",
 }
@@ -200,7 +205,10 @@ func ovsImage(o options, bins, root string) (image.Spec, error) {
 	if err := image.Extract(root, debs); err != nil {
 		return image.Spec{}, err
 	}
-	libs, err := image.ELFClosure(root, ovsBinaries)
+	// switchyard-ovs preloads jemalloc into ovs-vswitchd: the library
+	// ships as a file of its own, with what it links.
+	preload := []string{ovsrun.JemallocPath()}
+	libs, err := image.ELFClosure(root, append(slices.Clone(ovsBinaries), preload...))
 	if err != nil {
 		return image.Spec{}, err
 	}
@@ -208,7 +216,7 @@ func ovsImage(o options, bins, root string) (image.Spec, error) {
 	if err != nil {
 		return image.Spec{}, err
 	}
-	so, err := image.RootFiles(root, libs, 0o644)
+	so, err := image.RootFiles(root, append(libs, preload...), 0o644)
 	if err != nil {
 		return image.Spec{}, err
 	}
