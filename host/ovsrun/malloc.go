@@ -1,6 +1,7 @@
 package ovsrun
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -88,4 +89,28 @@ func MapsLibrary(pid int, lib string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// ErrMallocUnchecked says VerifyMalloc could not read the process's maps
+// (no /proc of its PID namespace, as in a bare chroot); the preload itself
+// does not need them.
+var ErrMallocUnchecked = errors.New("cannot read the maps of ovs-vswitchd")
+
+// VerifyMalloc checks that ovs-vswitchd (pid), started with VswitchdEnv
+// for malloc and lib, really runs with that allocator.
+func VerifyMalloc(pid int, malloc, lib string) error {
+	if malloc == MallocSystem {
+		return nil
+	}
+	if lib == "" {
+		lib = JemallocPath()
+	}
+	ok, err := MapsLibrary(pid, lib)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMallocUnchecked, err)
+	}
+	if !ok {
+		return fmt.Errorf("ovs-vswitchd runs without %s although it was preloaded (its log says why); check that the library is for this architecture, or run with --malloc=%s", lib, MallocSystem)
+	}
+	return nil
 }

@@ -181,16 +181,10 @@ func Start(ctx context.Context, o Options) (_ *Switch, err error) {
 	if err := s.wait(ctx, s.vswitchd, filepath.Join(o.RunDir, "ovs-vswitchd.ctl"), "version"); err != nil {
 		return nil, err
 	}
-	if o.Malloc == MallocJemalloc {
-		// Without a /proc of this PID namespace (a bare container) the
-		// check cannot run; the preload itself does not need it.
-		ok, err := MapsLibrary(s.vswitchd.cmd.Process.Pid, o.Jemalloc)
-		switch {
-		case err != nil:
-			o.Log.Warn("cannot check that ovs-vswitchd loaded its allocator", "library", o.Jemalloc, "error", err)
-		case !ok:
-			return nil, fmt.Errorf("ovs-vswitchd runs without %s although it was preloaded (its log says why); check that the library is for this architecture, or run with --malloc=%s", o.Jemalloc, MallocSystem)
-		}
+	if err := VerifyMalloc(s.vswitchd.cmd.Process.Pid, o.Malloc, o.Jemalloc); errors.Is(err, ErrMallocUnchecked) {
+		o.Log.Warn("cannot check that ovs-vswitchd loaded its allocator", "library", o.Jemalloc, "error", err)
+	} else if err != nil {
+		return nil, err
 	}
 	o.Log.Info("Open vSwitch is up", "db", o.dbFile(), "run_dir", o.RunDir, "datapath_type", o.DatapathType, "malloc", o.Malloc)
 	return s, nil

@@ -50,6 +50,8 @@ type Switch struct {
 	vswitchd *testenv.Process
 	bins     map[string]string
 	malloc   string // ovs-vswitchd's allocator
+	// vswitchdEnv is env() with the allocator's preload.
+	vswitchdEnv []string
 }
 
 // Start launches ovsdb-server and ovs-vswitchd and stops them on cleanup.
@@ -67,10 +69,6 @@ func Start(t testenv.T, opts Options) *Switch {
 	if _, err := os.Stat(SchemaPath); err != nil {
 		t.Fatalf("OVS schema %s missing: install openvswitch-common", SchemaPath)
 	}
-	s.malloc = cmp.Or(opts.Malloc, os.Getenv("SWITCHYARD_OVS_MALLOC"), ovsrun.MallocJemalloc)
-	if _, err := ovsrun.VswitchdEnv(nil, s.malloc, ""); err != nil {
-		t.Fatalf("%v", err)
-	}
 	name := opts.Name
 	if name == "" {
 		name = "ovs"
@@ -80,6 +78,12 @@ func Start(t testenv.T, opts Options) *Switch {
 	}
 	s.Dir = testenv.Dir(t, name)
 	s.DBSock = "unix:" + filepath.Join(s.Dir, "db.sock")
+	s.malloc = cmp.Or(opts.Malloc, os.Getenv("SWITCHYARD_OVS_MALLOC"), ovsrun.MallocJemalloc)
+	env, err := ovsrun.VswitchdEnv(s.env(), s.malloc, "")
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	s.vswitchdEnv = env
 	if err := s.start(); err != nil {
 		s.Stop()
 		t.Fatalf("starting OVS %q: %v", name, err)
@@ -121,12 +125,9 @@ func (s *Switch) start() error {
 func (s *Switch) startVswitchd() error {
 	ctl := filepath.Join(s.Dir, "ovs-vswitchd.ctl")
 	os.Remove(ctl)
-	env, err := ovsrun.VswitchdEnv(s.env(), s.malloc, "")
-	if err != nil {
-		return err
-	}
+	var err error
 	s.vswitchd, err = testenv.StartProcess(testenv.ProcessSpec{
-		Name: "ovs-vswitchd", Path: s.bins["ovs-vswitchd"], Dir: s.Dir, NetNS: s.NetNS, Env: env,
+		Name: "ovs-vswitchd", Path: s.bins["ovs-vswitchd"], Dir: s.Dir, NetNS: s.NetNS, Env: s.vswitchdEnv,
 		Args: []string{s.DBSock, "--disable-system", "--unixctl=" + ctl,
 			"--pidfile=" + filepath.Join(s.Dir, "ovs-vswitchd.pid"), "-vconsole:off", "-vfile:info",
 			"--log-file=" + filepath.Join(s.Dir, "ovs-vswitchd.log")},
@@ -137,11 +138,8 @@ func (s *Switch) startVswitchd() error {
 	if err := s.waitSocket(ctl, s.vswitchd); err != nil {
 		return err
 	}
-	if s.malloc != ovsrun.MallocJemalloc {
-		return nil
-	}
-	if ok, err := ovsrun.MapsLibrary(s.vswitchd.Pid(), ovsrun.JemallocPath()); err != nil || !ok {
-		return fmt.Errorf("ovs-vswitchd runs without %s although it was preloaded (maps read: %v); log:\n%s", ovsrun.JemallocPath(), err, s.vswitchd.Tail(20))
+	if err := ovsrun.VerifyMalloc(s.vswitchd.Pid(), s.malloc, ""); err != nil {
+		return fmt.Errorf("%v; log:\n%s", err, s.vswitchd.Tail(20))
 	}
 	return nil
 }
