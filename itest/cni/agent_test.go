@@ -32,6 +32,8 @@ type agentOptions struct {
 	podCIDRs []string
 	// maxFlows, if set, limits podnet's flows (failure injection).
 	maxFlows int
+	// podnet adds keys to podnet's config section.
+	podnet map[string]any
 }
 
 func startAgent(t testenv.T, n *cluster.Node) { startAgentWith(t, n, agentOptions{}) }
@@ -48,6 +50,7 @@ func startAgentWith(t testenv.T, n *cluster.Node, o agentOptions) {
 	a := &agent{nodeagent.Start(t, n, nodeagent.Options{
 		Bins:     nodeagent.Binaries{Agent: bins.agent, CNI: bins.cni, Plugins: map[string]string{"podnet": bins.podnet}},
 		LogLevel: "debug", PodCIDRs: o.podCIDRs, MaxFlows: o.maxFlows,
+		Config: map[string]map[string]any{"podnet": o.podnet},
 	})}
 	agentsMu.Lock()
 	agents[n] = a

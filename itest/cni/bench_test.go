@@ -28,9 +28,19 @@ const benchPods = 100
 // bridge + host-local plugins of containernetworking/plugins v1.10.0, on
 // the same machine in the same run. The two are interleaved pod by pod
 // (alternating which goes first), so a noisy neighbour slows both alike,
-// and the ratios are reported next to the absolute figures. Run with
+// each starts on a quiet switch (settle), and the ratios are reported
+// next to the absolute figures. Run with
 // -benchtime=1x -count=N and take the medians.
-func BenchmarkCNI(b *testing.B) {
+func BenchmarkCNI(b *testing.B) { benchCNI(b, startAgent) }
+
+// BenchmarkCNIWarm is BenchmarkCNI with podnet keeping 4 warm ports
+// (warmPorts: 4): an ADD takes a pair attached before it asked, and the
+// pool refills while the next pods are added.
+func BenchmarkCNIWarm(b *testing.B) {
+	benchCNI(b, agentStarter(agentOptions{podnet: map[string]any{"warmPorts": 4}}))
+}
+
+func benchCNI(b *testing.B, startAgent func(testenv.T, *cluster.Node)) {
 	testenv.RequireRoot(b)
 	needBins(b)
 	ref, err := upstream.EnsureCNIPlugins(b.Logf)
@@ -77,6 +87,7 @@ func BenchmarkCNI(b *testing.B) {
 		c0 := procCPU(b, n.OVS.VswitchdPid())
 		for i := range benchPods {
 			for _, e := range order(i, bridge, sy) {
+				settle(b, n.OVS.VswitchdPid())
 				e.add(b, i)
 			}
 		}
@@ -84,6 +95,7 @@ func BenchmarkCNI(b *testing.B) {
 		agentMB, pluginsMB = agentRSSMB(b, n)
 		for i := range benchPods {
 			for _, e := range order(i, bridge, sy) {
+				settle(b, n.OVS.VswitchdPid())
 				e.del(b, i)
 			}
 		}
@@ -104,6 +116,9 @@ func BenchmarkCNI(b *testing.B) {
 	// handling (from the agent log), and the rest of the path (runtime →
 	// libcni → thin binary → gRPC) as the difference to the client's p50.
 	phases := addPhases(b, agentOf(b, n).Process.LogPath)
+	// How many ADDs took a warm port (BenchmarkCNIWarm): the rest found
+	// the pool empty and made their own.
+	b.ReportMetric(float64(len(phases["podnet-adopt"]))/float64(b.N*benchPods), "sy-warm-share")
 	for _, name := range slices.Sorted(maps.Keys(phases)) {
 		b.ReportMetric(ms(pct(phases[name], 50)), "sy-"+name+"-p50-ms")
 	}
@@ -122,7 +137,8 @@ func BenchmarkCNI(b *testing.B) {
 // server's "took"). The phases, in order: ipam, veth (the pair
 // created), configure (the pod end's addresses and routes, while OVSDB
 // takes the port), ovs_port (what is left of that), flows, attach
-// (ovs-vswitchd), garp.
+// (ovs-vswitchd), garp; an ADD on a warm port has ipam, adopt (the
+// parked pod end moved in and configured), flows and garp.
 func addPhases(b *testing.B, logPath string) map[string][]time.Duration {
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
@@ -156,7 +172,7 @@ func phasesIn(raw string) map[string][]time.Duration {
 			out["agent"] = append(out["agent"], d)
 			continue
 		}
-		for _, ph := range []string{"ipam", "veth", "configure", "ovs_port", "flows", "attach", "garp"} {
+		for _, ph := range []string{"ipam", "veth", "configure", "ovs_port", "adopt", "flows", "attach", "garp"} {
 			if d, ok := dur(m[ph]); ok {
 				out["podnet-"+ph] = append(out["podnet-"+ph], d)
 			}
@@ -260,6 +276,51 @@ func rssMB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// settle waits until ovs-vswitchd's main thread has been quiet for
+// settleWindow (at most settleMax), so each timed ADD or DEL starts on a
+// quiet switch: neither side pays for work the other left running (the
+// switch finishing a DEL, or podnet refilling its warm ports, which starts
+// warm.refillQuiet after an ADD, so the window is longer than that).
+func settle(b *testing.B, pid int) {
+	deadline := time.Now().Add(settleMax)
+	last, err := mainThreadCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for time.Now().Before(deadline) {
+		time.Sleep(settleWindow)
+		now, err := mainThreadCPU(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if now-last < settleWindow/20 {
+			return
+		}
+		last = now
+	}
+}
+
+const (
+	settleWindow = 50 * time.Millisecond
+	settleMax    = time.Second
+)
+
+// mainThreadCPU is the time the thread group leader of pid (ovs-vswitchd's
+// main loop) has run, in nanoseconds (/proc/pid/schedstat's first field:
+// /proc/pid/stat counts in 10 ms ticks, too coarse here).
+func mainThreadCPU(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/%d/schedstat is empty", pid)
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns), err
 }
 
 // procCPU is the user and system CPU time process pid has used so far.

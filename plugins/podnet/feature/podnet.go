@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"switchyard.dev/switchyard/plugins/podnet/flows"
 	"switchyard.dev/switchyard/plugins/podnet/ipam"
 	"switchyard.dev/switchyard/plugins/podnet/veth"
+	"switchyard.dev/switchyard/plugins/podnet/warm"
 	"switchyard.dev/switchyard/sdk"
 	"switchyard.dev/switchyard/sdk/flow"
 )
@@ -44,6 +46,12 @@ type Config struct {
 	MTU int `json:"mtu,omitempty"`
 	// PodCIDRs override the node's spec.podCIDRs (static setups, tests).
 	PodCIDRs []string `json:"podCIDRs,omitempty"`
+	// WarmPorts is how many veth pairs podnet keeps attached to the
+	// switch ahead of pods, 0 (off) to 64. An ADD that finds one ready
+	// makes the pod's interface a macvlan on it, created inside the pod,
+	// instead of waiting for ovs-vswitchd to attach a new port (see
+	// package warm).
+	WarmPorts int `json:"warmPorts,omitempty"`
 }
 
 // Defaults.
@@ -70,6 +78,14 @@ type Podnet struct {
 	noTxCsum bool
 	ipam     *ipam.Allocator
 	gw       flows.Endpoint
+	// claims say which warm pair each attachment took; read even with
+	// the pool off, for pods that took one before it was turned off.
+	claims warm.Claims
+	// pool is nil when cfg.WarmPorts is 0.
+	pool *warm.Pool
+	// mtuNow is p.mtu for the pool's refill, which runs beside
+	// NodeFactsChanged.
+	mtuNow atomic.Int64
 }
 
 var (
@@ -90,13 +106,12 @@ func (p *Podnet) Describe(ctx context.Context, _ sdk.DescribeRequest, resp *sdk.
 	return nil
 }
 
-// Start sets up IPAM and the gateway, re-installs the flows of every pod
-// attached before a restart, and reports synced.
-func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+// ParseConfig reads podnet's config section and fills in the defaults.
+func ParseConfig(raw []byte) (Config, error) {
 	cfg := Config{StateDir: DefaultStateDir, Gateway: DefaultGateway}
-	if len(req.Config) > 0 && string(req.Config) != "null" {
-		if err := json.Unmarshal(req.Config, &cfg); err != nil {
-			return fmt.Errorf("podnet config: %w", err)
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return Config{}, fmt.Errorf("podnet config: %w", err)
 		}
 	}
 	if cfg.StateDir == "" {
@@ -104,6 +119,19 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	}
 	if cfg.Gateway == "" {
 		cfg.Gateway = DefaultGateway
+	}
+	if cfg.WarmPorts < 0 || cfg.WarmPorts > maxWarmPorts {
+		return Config{}, fmt.Errorf("podnet config warmPorts: %d is out of range; set 0 (no warm ports) to %d", cfg.WarmPorts, maxWarmPorts)
+	}
+	return cfg, nil
+}
+
+// Start sets up IPAM and the gateway, re-installs the flows of every pod
+// attached before a restart, and reports synced.
+func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartResponse) error {
+	cfg, err := ParseConfig(req.Config)
+	if err != nil {
+		return err
 	}
 	cidrs := req.Node.PodCIDRs
 	if len(cfg.PodCIDRs) > 0 {
@@ -150,14 +178,20 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	// takes such packets with their offload state (userspace TSO).
 	p.noTxCsum = req.Node.DatapathType == "netdev" && !req.Node.UserspaceTSO
 	p.gw = flows.Endpoint{OFPort: gwPort.OFPort, MAC: gwMAC, IPs: al.Gateways()}
+	p.claims = warm.Claims{Dir: filepath.Join(cfg.StateDir, "warm-claims")}
+	p.mtuNow.Store(int64(mtu))
 	p.mu.Unlock()
 
 	pods, err := p.resync(ctx, req.Attachments)
 	if err != nil {
 		return err
 	}
+	if err := p.openPool(ctx); err != nil {
+		// Pods still get ports, each its own, as without a pool.
+		log.Warn("warm port pool not started; every ADD creates its own port", "error", err)
+	}
 	log.Info("podnet started", "pod_cidrs", al.CIDRs(), "gateway", cfg.Gateway, "gateway_ofport", gwPort.OFPort,
-		"gateway_mac", gwMAC, "pods", pods)
+		"gateway_mac", gwMAC, "pods", pods, "warm_ports", cfg.WarmPorts)
 	return req.Host.Synced(ctx)
 }
 
@@ -202,6 +236,9 @@ func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (int, 
 		b.AddFlows(flows.PodFlows(p.gw, at.endpoint())...)
 		wired++
 	}
+	if err := p.dropStaleClaims(allocs); err != nil {
+		return 0, err
+	}
 	for k, rec := range byKey {
 		p.log.Warn("the host records a pod podnet holds no addresses for; DEL and ADD its sandbox to repair it",
 			"pod", rec.PodNamespace+"/"+rec.PodName, "container", k.ContainerID, "ifname", k.IfName, "ips", rec.IPs)
@@ -223,8 +260,11 @@ func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (int, 
 // port. Podnet keeps no record of its own; the host's is the one record.
 type attachment struct {
 	hostIf string
-	ips    []netip.Addr
-	mac    net.HardwareAddr
+	// lower is the warm pair's lower end when the pod took one (its
+	// interface is a macvlan on it), else "".
+	lower string
+	ips   []netip.Addr
+	mac   net.HardwareAddr
 	// ofport is 0 when OVS has no port of that name, or has not attached
 	// it. requested is the number the port was created with: the ADD's
 	// flows name it, and a port the switch could not attach, or numbered
@@ -247,6 +287,13 @@ func (a attachment) tags() []uint32 {
 // port could not be found (the attachment is returned all the same).
 func (p *Podnet) derive(ctx context.Context, k ipam.Key, ips []netip.Addr) (attachment, error) {
 	at := attachment{hostIf: HostIfName(k.ContainerID, k.IfName), ips: ips, mac: stableMAC(ips)}
+	pair, err := p.claims.Read(at.hostIf)
+	if err != nil {
+		return at, err
+	}
+	if pair != "" {
+		at.hostIf, at.lower = pair, veth.LowerName(pair)
+	}
 	port, err := p.host.Port(ctx, at.hostIf)
 	if err != nil {
 		return at, err
@@ -308,10 +355,16 @@ func dropOldRecords(stateDir string, log *slog.Logger) {
 func (p *Podnet) Stop(ctx context.Context, _ sdk.StopRequest, _ *sdk.StopResponse) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ipam != nil {
-		return p.ipam.Close()
+	var errs []error
+	if p.pool != nil {
+		// Pods keep the pairs they took; the ready ones go, so no port
+		// waits for a plugin that may never come back.
+		errs = append(errs, p.pool.Close(ctx))
 	}
-	return nil
+	if p.ipam != nil {
+		errs = append(errs, p.ipam.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // HostIfName is the host end's name for an attachment: derived, so DEL can
@@ -405,6 +458,7 @@ func (p *Podnet) NodeFactsChanged(ctx context.Context, req sdk.NodeFactsChangedR
 			} else {
 				p.log.Info("pod MTU changed; pods created from now on get it", "mtu", mtu, "old_mtu", p.mtu)
 				p.mtu = mtu
+				p.mtuNow.Store(int64(mtu))
 			}
 		}
 	}
@@ -556,8 +610,54 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	vc := veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: hostIf, MTU: mtu, MAC: mac, Addrs: ips, Gateways: p.gw.IPs,
 		NoTxChecksum: p.noTxCsum}
 	phase("ipam")
+	var ofport uint32
+	var nflows int
+	if p.pool != nil {
+		// Once this ADD is done with the switch, whether it took a pair
+		// or found none ready.
+		defer p.pool.Refill()
+	}
+	if wp, ok := p.takeWarm(log, hostIf, mtu); ok {
+		hostIf, vc.HostIfName, vc.LowerIfName = wp.Name, wp.Name, veth.LowerName(wp.Name)
+		ofport = wp.OFPort
+		nflows, err = p.adoptWarm(ctx, vc, ofport, phase)
+	} else {
+		ofport, nflows, err = p.attachNew(ctx, a, vc, phase)
+	}
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if ip.Is4() {
+			if e := veth.GratuitousARP(a.Netns, a.IfName, mac, ip); e != nil {
+				log.Warn("gratuitous ARP failed; neighbours learn the MAC on first contact instead", "error", e)
+			}
+		}
+	}
+	*resp = sdk.CNIAddResponse{MTU: mtu, Interface: sdk.PodInterface{
+		PodNamespace: a.PodNamespace, PodName: a.PodName, ContainerID: a.ContainerID,
+		IfName: a.IfName, HostIfName: hostIf, OFPort: ofport, MAC: mac, IPs: ips,
+	}}
+	for _, l := range leases {
+		resp.IPs = append(resp.IPs, sdk.IPConfig{Address: netip.PrefixFrom(l.Address.Addr(), l.Address.Addr().BitLen()), Gateway: l.Gateway})
+		def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		if l.Gateway.Is6() {
+			def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		}
+		resp.Routes = append(resp.Routes, sdk.Route{Dst: def, GW: l.Gateway})
+	}
+	phase("garp")
+	log.Info("pod attached", append([]any{"ips", ips, "mac", mac, "port", hostIf, "ofport", ofport, "flows", nflows, "warm", hostIf != HostIfName(a.ContainerID, a.IfName)}, phases...)...)
+	return nil
+}
+
+// attachNew creates the pod's veth and OVS port, installs its flows and
+// waits until the switch has attached the port. It returns the port's
+// number and how many flows went in.
+func (p *Podnet) attachNew(ctx context.Context, a sdk.CNIArgs, vc veth.Config, phase func(string)) (uint32, int, error) {
+	hostIf := vc.HostIfName
 	if err := veth.Create(vc); err != nil {
-		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface: %v", err), Details: "check that the pod's network namespace is usable and no stale interface holds the name"}
+		return 0, 0, &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface: %v", err), Details: "check that the pod's network namespace is usable and no stale interface holds the name"}
 	}
 	phase("veth")
 	// The OVSDB transaction for the port (about 2 ms) overlaps the pod
@@ -582,45 +682,122 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 	// rollback sees the port if it exists.
 	created := <-portc
 	if vethErr != nil {
-		return &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("configuring the pod interface: %v", vethErr), Details: "check that the pod's network namespace is usable"}
+		return 0, 0, &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("configuring the pod interface: %v", vethErr), Details: "check that the pod's network namespace is usable"}
 	}
 	if created.err != nil {
-		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("creating OVS port %s: %v", hostIf, created.err), Details: "check that ovs-vswitchd is running on the node"}
+		return 0, 0, &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("creating OVS port %s: %v", hostIf, created.err), Details: "check that ovs-vswitchd is running on the node"}
 	}
 	port := created.port
 	phase("ovs_port")
-	ep := flows.Endpoint{OFPort: port.OFPort, MAC: mac, IPs: ips}
-	podFlows := flows.PodFlows(p.gw, ep)
-	if err := p.host.Apply(ctx, flow.NewBatch().AddFlows(podFlows...)); err != nil {
-		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "see the agent log for the refused flow"}
+	n, err := p.installPodFlows(ctx, hostIf, port.OFPort, vc)
+	if err != nil {
+		return 0, 0, err
 	}
 	phase("flows")
 	if _, err := p.host.WaitPort(ctx, hostIf); err != nil {
-		return &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("attaching OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "check the ovs-vswitchd log for the port"}
+		return 0, 0, &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("attaching OVS port %s (ofport %d): %v", hostIf, port.OFPort, err), Details: "check the ovs-vswitchd log for the port"}
 	}
 	phase("attach")
-	for _, ip := range ips {
-		if ip.Is4() {
-			if e := veth.GratuitousARP(a.Netns, a.IfName, mac, ip); e != nil {
-				log.Warn("gratuitous ARP failed; neighbours learn the MAC on first contact instead", "error", e)
-			}
-		}
+	return port.OFPort, n, nil
+}
+
+func (p *Podnet) installPodFlows(ctx context.Context, hostIf string, ofport uint32, vc veth.Config) (int, error) {
+	podFlows := flows.PodFlows(p.gw, flows.Endpoint{OFPort: ofport, MAC: vc.MAC, IPs: vc.Addrs})
+	if err := p.host.Apply(ctx, flow.NewBatch().AddFlows(podFlows...)); err != nil {
+		return 0, &sdk.CNIError{Code: cnicode.Switch, Msg: fmt.Sprintf("installing flows for OVS port %s (ofport %d): %v", hostIf, ofport, err), Details: "see the agent log for the refused flow"}
 	}
-	*resp = sdk.CNIAddResponse{MTU: mtu, Interface: sdk.PodInterface{
-		PodNamespace: a.PodNamespace, PodName: a.PodName, ContainerID: a.ContainerID,
-		IfName: a.IfName, HostIfName: hostIf, OFPort: port.OFPort, MAC: mac, IPs: ips,
-	}}
-	for _, l := range leases {
-		resp.IPs = append(resp.IPs, sdk.IPConfig{Address: netip.PrefixFrom(l.Address.Addr(), l.Address.Addr().BitLen()), Gateway: l.Gateway})
-		def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		if l.Gateway.Is6() {
-			def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		}
-		resp.Routes = append(resp.Routes, sdk.Route{Dst: def, GW: l.Gateway})
+	return len(podFlows), nil
+}
+
+// takeWarm takes a ready warm pair for the attachment whose derived name
+// is hostIf, recording the claim first; false sends the ADD down the cold
+// path (no pool, none ready, or the claim could not be written).
+func (p *Podnet) takeWarm(log *slog.Logger, hostIf string, mtu int) (warm.Port, bool) {
+	if p.pool == nil {
+		return warm.Port{}, false
 	}
-	phase("garp")
-	log.Info("pod attached", append([]any{"ips", ips, "mac", mac, "port", hostIf, "ofport", port.OFPort, "flows", len(podFlows)}, phases...)...)
+	wp, ok, err := p.pool.Take(mtu, func(pair string) error { return p.claims.Write(hostIf, pair) })
+	if err != nil {
+		log.Warn("could not take a warm port; creating one for this pod", "error", err)
+	}
+	return wp, ok
+}
+
+// adoptWarm makes the pod's interface on a warm pair while the pod's
+// flows go in: the port is attached already, so neither waits for
+// ovs-vswitchd to attach anything.
+func (p *Podnet) adoptWarm(ctx context.Context, vc veth.Config, ofport uint32, phase func(string)) (int, error) {
+	type installed struct {
+		n   int
+		err error
+	}
+	flowsc := make(chan installed, 1)
+	go func() {
+		n, err := p.installPodFlows(ctx, vc.HostIfName, ofport, vc)
+		flowsc <- installed{n, err}
+	}()
+	adoptErr := veth.Adopt(vc)
+	phase("adopt")
+	fl := <-flowsc
+	phase("flows")
+	if adoptErr != nil {
+		return 0, &sdk.CNIError{Code: cnicode.Interface, Msg: fmt.Sprintf("creating the pod interface on warm port %s: %v", vc.HostIfName, adoptErr), Details: "check that the pod's network namespace is usable and no interface in it holds the name"}
+	}
+	return fl.n, fl.err
+}
+
+// maxWarmPorts bounds the pool: each ready pair is a port ovs-vswitchd
+// re-reads on every port change.
+const maxWarmPorts = 64
+
+// openPool starts the warm pool when the config asks for one.
+func (p *Podnet) openPool(ctx context.Context) error {
+	claimed, err := p.claims.All()
+	if err != nil {
+		return err
+	}
+	pairs := make(map[string]bool, len(claimed))
+	for _, pair := range claimed {
+		pairs[pair] = true
+	}
+	o := warm.Options{Size: p.cfg.WarmPorts, Dir: filepath.Join(p.cfg.StateDir, "warm-ports"), Host: p.host, Log: p.log,
+		NoTxChecksum: p.noTxCsum, MTU: func() int { return int(p.mtuNow.Load()) }, Claimed: func(name string) bool { return pairs[name] }}
+	if p.cfg.WarmPorts == 0 {
+		// A pool that was on before: sweep what it left.
+		if _, err := os.Stat(o.Dir); err == nil {
+			return warm.Sweep(ctx, o)
+		}
+		return nil
+	}
+	pool, err := warm.Open(ctx, o)
+	if err != nil {
+		return fmt.Errorf("warm port pool: %w", err)
+	}
+	p.mu.Lock()
+	p.pool = pool
+	p.mu.Unlock()
 	return nil
+}
+
+// dropStaleClaims forgets the claims of attachments IPAM no longer holds
+// addresses for (their DEL finished, or never will).
+func (p *Podnet) dropStaleClaims(allocs map[ipam.Key][]netip.Addr) error {
+	claimed, err := p.claims.All()
+	if err != nil {
+		return err
+	}
+	held := make(map[string]bool, len(allocs))
+	for k := range allocs {
+		held[HostIfName(k.ContainerID, k.IfName)] = true
+	}
+	var errs []error
+	for att, pair := range claimed {
+		if !held[att] {
+			p.log.Info("forgetting the warm port claim of an attachment that holds no addresses", "attachment", att, "port", pair)
+			errs = append(errs, p.claims.Remove(att))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CNIDel unwires a pod, or undoes what a failed ADD did (the host's
@@ -711,6 +888,9 @@ func (p *Podnet) detach(ctx context.Context, a sdk.CNIArgs) error {
 	} else if err := p.ipam.Release(key); err != nil {
 		errs = append(errs, err)
 	}
+	if len(errs) == 0 {
+		errs = append(errs, p.claims.Remove(HostIfName(a.ContainerID, a.IfName)))
+	}
 	if err := errors.Join(errs...); err != nil {
 		log.Error("pod DEL incomplete; the runtime will retry", "error", err)
 		return err
@@ -733,7 +913,7 @@ func (p *Podnet) CNICheck(ctx context.Context, req sdk.CNICheckRequest, _ *sdk.C
 	at, err := p.derive(ctx, key, held)
 	// Only a network config's MTU binds a running pod: one taken from the
 	// node applies to pods created after it changed.
-	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: at.hostIf, MTU: a.MTU,
+	problems := veth.Check(veth.Config{Netns: a.Netns, IfName: a.IfName, HostIfName: at.hostIf, LowerIfName: at.lower, MTU: a.MTU,
 		MAC: at.mac, Addrs: held, Gateways: p.gw.IPs})
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("OVS port %s is missing (%v)", at.hostIf, err))

@@ -2,6 +2,7 @@ package feature
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -67,6 +68,39 @@ func TestAttachmentTags(t *testing.T) {
 			got := attachment{ofport: tc.ofport, requested: tc.requested}.tags()
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("tags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		want    Config
+		wantErr string
+	}{
+		{"empty takes the defaults", "", Config{StateDir: DefaultStateDir, Gateway: DefaultGateway}, ""},
+		{"null takes the defaults", "null", Config{StateDir: DefaultStateDir, Gateway: DefaultGateway}, ""},
+		{"warm ports", `{"warmPorts": 4, "stateDir": "/s"}`, Config{StateDir: "/s", Gateway: DefaultGateway, WarmPorts: 4}, ""},
+		{"negative warm ports", `{"warmPorts": -1}`, Config{}, "warmPorts: -1 is out of range; set 0 (no warm ports) to 64"},
+		{"too many warm ports", `{"warmPorts": 65}`, Config{}, "warmPorts: 65 is out of range"},
+		{"not JSON", `{warmPorts`, Config{}, "podnet config:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseConfig([]byte(tc.raw))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseConfig(%s) error = %v, want one containing %q", tc.raw, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseConfig(%s) (-want +got):\n%s", tc.raw, diff)
 			}
 		})
 	}

@@ -22,7 +22,10 @@ type Config struct {
 	// IfName is the name inside the pod, HostIfName the host end's.
 	IfName     string
 	HostIfName string
-	MTU        int
+	// LowerIfName is set for a pod on a warm pair (Adopt): the pair's
+	// lower end, which the pod's interface, a macvlan, sits on.
+	LowerIfName string
+	MTU         int
 	// MAC of the pod end; kept stable so neighbours never hold a stale entry.
 	MAC net.HardwareAddr
 	// Addrs are the pod's addresses; Gateways the gateway per family.
@@ -282,8 +285,12 @@ func Check(c Config) []string {
 			return nil
 		}
 		at := link.Attrs()
-		if link.Type() != "veth" {
-			missing = append(missing, fmt.Sprintf("%s is a %s, not a veth", c.IfName, link.Type()))
+		want := "veth"
+		if c.LowerIfName != "" {
+			want = "macvlan"
+		}
+		if link.Type() != want {
+			missing = append(missing, fmt.Sprintf("%s is a %s, not a %s", c.IfName, link.Type(), want))
 		}
 		if c.MAC != nil && at.HardwareAddr.String() != c.MAC.String() {
 			missing = append(missing, fmt.Sprintf("%s has MAC %s, want %s", c.IfName, at.HardwareAddr, c.MAC))

@@ -1,0 +1,186 @@
+package cni
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/probe"
+	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/plugins/podnet/veth"
+)
+
+// warmPrefix names the host ends of podnet's warm pairs (package warm),
+// lowerPrefix their lower ends, which pods' macvlans sit on.
+const (
+	warmPrefix  = "syw"
+	lowerPrefix = "syl"
+)
+
+// warmPorts lists the pairs the pool made on br-int, as ovs-vsctl sees
+// them, less those pods took, and fails unless each is attached and its
+// host end exists in the node netns.
+func warmPorts(t *testing.T, n *cluster.Node, taken ...string) ([]string, error) {
+	t.Helper()
+	var out []string
+	for _, p := range strings.Fields(n.OVS.Vsctl(t, "--columns=name", "--bare", "find", "Port", "external_ids:switchyard.dev/origin=warm-pool")) {
+		if slices.Contains(taken, p) {
+			continue
+		}
+		if !strings.HasPrefix(p, warmPrefix) {
+			return nil, fmt.Errorf("warm port %s does not carry the pool's prefix %s", p, warmPrefix)
+		}
+		if of := ofportOf(t, n, p); of == "-1" || of == "[]" || of == "0" {
+			return nil, fmt.Errorf("warm port %s is not attached (ofport %s)", p, of)
+		}
+		for _, dev := range []string{p, veth.LowerName(p)} {
+			if _, err := n.Exec("ip", "link", "show", "dev", dev); err != nil {
+				return nil, fmt.Errorf("warm port %s has no %s: %v", p, dev, err)
+			}
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// waitWarm waits until exactly want warm pairs are ready and returns them.
+func waitWarm(t *testing.T, n *cluster.Node, want int, taken ...string) []string {
+	t.Helper()
+	var ready []string
+	err := testenv.Eventually(fmt.Sprintf("%d warm ports on %s", want, n.Name), 20*time.Second, 100*time.Millisecond, func() error {
+		var err error
+		if ready, err = warmPorts(t, n, taken...); err != nil {
+			return err
+		}
+		if len(ready) != want {
+			return fmt.Errorf("%d ready: %v", len(ready), ready)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ready
+}
+
+// withoutWarm drops the pool's pairs from a footprint: they belong to no
+// pod.
+func withoutWarm(f footprint, warm []string) footprint {
+	keep := func(names []string) []string {
+		var out []string
+		for _, n := range names {
+			if !slices.Contains(warm, n) && !slices.Contains(warm, warmPrefix+strings.TrimPrefix(n, lowerPrefix)) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	f.ports, f.links = keep(f.ports), keep(f.links)
+	return f
+}
+
+// TestWarmPorts: with warmPorts set, pods take pairs podnet attached
+// before they asked, work like any pod, keep working and stay deletable
+// across a podnet crash (whose orphaned pool is swept and rebuilt), and
+// stopping the agent leaves no warm pair behind.
+func TestWarmPorts(t *testing.T) {
+	c, n := node1(t, cluster.Options{StartAgent: agentStarter(agentOptions{podnet: map[string]any{"warmPorts": 2}})})
+	ready := waitWarm(t, n, 2)
+	before := withoutWarm(footprintOf(t, n), ready)
+
+	a, b := mustPod(t, c, n, "a"), mustPod(t, c, n, "b")
+	var taken []string
+	for _, p := range []*cluster.Pod{a, b} {
+		// The first took a pair that was ready; the second one of those or
+		// the refill's.
+		got := p.Result.Interfaces[0].Name
+		ids := n.OVS.Vsctl(t, "get", "Port", got, "external_ids")
+		if !strings.Contains(ids, `"switchyard.dev/origin"=warm-pool`) {
+			t.Errorf("pod %s got host interface %s (external_ids %s), want a warm port", p.Key(), got, strings.TrimSpace(ids))
+		}
+		taken = append(taken, got)
+	}
+	if !slices.Contains(ready, taken[0]) {
+		t.Errorf("the first pod got host interface %s, want one of the ready warm ports %v", taken[0], ready)
+	}
+	gw := net.ParseIP("10.244.1.1")
+	probe.Serve(t, b.NetNS, 8080)
+	reach(t, a.NetNS, gw)
+	reach(t, a.NetNS, b.IP())
+	reach(t, b.NetNS, a.IP())
+	reachTCP(t, a.NetNS, b.IP(), 8080)
+	reach(t, n.NetNS, a.IP())
+	if err := c.CheckPod(a); err != nil {
+		t.Errorf("CHECK of a pod on a warm port: %v", err)
+	}
+	// The pool refills with new pairs.
+	refilled := waitWarm(t, n, 2, taken...)
+
+	// A podnet crash takes its parking netns, and the pairs parked there,
+	// with it; the restarted podnet sweeps their ports and builds a new
+	// pool. The pods keep their pairs.
+	old := pluginPids(t, n)
+	if len(old) != 1 {
+		t.Fatalf("want one plugin process under the agent, have %v", old)
+	}
+	if out, err := testenv.Run("kill", "-9", fmt.Sprint(old[0])); err != nil {
+		t.Fatalf("killing podnet: %v %s", err, out)
+	}
+	err := testenv.Eventually("podnet restarted", 30*time.Second, 100*time.Millisecond, func() error {
+		if now := pluginPids(t, n); len(now) != 1 || now[0] == old[0] {
+			return fmt.Errorf("plugin processes %v", now)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := waitWarm(t, n, 2, taken...)
+	for _, r := range rebuilt {
+		if slices.Contains(refilled, r) {
+			t.Errorf("warm port %s of the crashed podnet is still on the bridge", r)
+		}
+	}
+	reach(t, a.NetNS, b.IP())
+	if err := c.CheckPod(b); err != nil {
+		t.Errorf("CHECK of a pod on a warm port after podnet restarted: %v", err)
+	}
+	c.DeletePod(t, a)
+	c.DeletePod(t, b)
+	if diff := diffFootprint(before, withoutWarm(footprintOf(t, n), rebuilt)); diff != "" {
+		t.Errorf("after DELs (-before +after):\n%s", diff)
+	}
+	claims, _ := os.ReadDir(filepath.Join(n.Dir, "podnet", "warm-claims"))
+	if len(claims) != 0 {
+		t.Errorf("warm port claims left after every pod was deleted: %d", len(claims))
+	}
+
+	// Turning the pool off restarts podnet; the old one removes its ready
+	// pairs as it stops.
+	agentOf(t, n).SetConfig(t, "podnet", "warmPorts", 0)
+	err = testenv.Eventually("the warm ports to go", 20*time.Second, 100*time.Millisecond, func() error {
+		if left := n.OVS.Vsctl(t, "--columns=name", "--bare", "find", "Port", "external_ids:switchyard.dev/origin=warm-pool"); strings.TrimSpace(left) != "" {
+			return fmt.Errorf("ports left: %s", left)
+		}
+		if out, _ := n.Exec("ip", "-o", "link", "show"); strings.Contains(out, warmPrefix) || strings.Contains(out, lowerPrefix) {
+			return fmt.Errorf("veths left:\n%s", out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	// And pods get ports of their own again.
+	p := mustPod(t, c, n, "cold")
+	if got := p.Result.Interfaces[0].Name; strings.HasPrefix(got, warmPrefix) {
+		t.Errorf("with the pool off, pod got host interface %s", got)
+	}
+	reach(t, p.NetNS, gw)
+}

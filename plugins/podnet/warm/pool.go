@@ -1,0 +1,364 @@
+package warm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"switchyard.dev/switchyard/plugins/podnet/veth"
+	"switchyard.dev/switchyard/sdk"
+)
+
+// Host is what the pool needs of the plugin host.
+type Host interface {
+	CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port, error)
+	DeletePort(ctx context.Context, name string) error
+}
+
+// Options configure a pool.
+type Options struct {
+	// Size is how many attached pairs the pool keeps ready.
+	Size int
+	// Dir holds one file per pair the pool created and has not handed
+	// out, so a pool opened after a crash can sweep them.
+	Dir  string
+	Host Host
+	Log  *slog.Logger
+	// MTU is the MTU new pairs get: the node's pod MTU, read on each
+	// refill so a change applies to the next pair.
+	MTU func() int
+	// NoTxChecksum: see veth.CreateWarm.
+	NoTxChecksum bool
+	// Claimed reports whether a pair an earlier process created was
+	// handed to a pod before the process died (Take's claim was written):
+	// such a pair is the pod's and is not swept.
+	Claimed func(name string) bool
+}
+
+// Port is one warm pair: Name is its host end, attached to the switch as
+// OFPort; veth.LowerName(Name) its lower end.
+type Port struct {
+	Name          string
+	OFPort        uint32
+	OFPortRequest uint32
+	MTU           int
+}
+
+// ExternalIDs mark the OVS port of a pair the pool made. The mark stays
+// when a pod takes the pair (the host sets external IDs only when it
+// creates a port): the agent's interface record names the pod of each
+// host interface.
+var ExternalIDs = map[string]string{"switchyard.dev/origin": "warm-pool"}
+
+// Pool keeps Options.Size pairs attached and refills in the background.
+type Pool struct {
+	o      Options
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	ready  []Port
+	closed bool
+}
+
+// refill backoff after a failed pair: the switch or the kernel refused,
+// and trying at once would only repeat the error in the log.
+const (
+	minBackoff = 500 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// Open sweeps what an earlier pool left in o.Dir and starts filling the
+// pool. The pool is empty when Open returns;
+// Take falls back to the caller's cold path until a pair is ready.
+func Open(ctx context.Context, o Options) (*Pool, error) {
+	if o.Size <= 0 {
+		return nil, fmt.Errorf("warm port pool size %d: it must be at least 1 (0 turns the pool off)", o.Size)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("warm port pool dir: %w", err)
+	}
+	if err := Sweep(ctx, o); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &Pool{o: o, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go p.refill(rctx)
+	return p, nil
+}
+
+// Sweep removes every pair an earlier pool in o.Dir created and did not
+// hand out: its OVS port and its veth pair.
+// o.Size is not read, so a pool turned off is swept the same way.
+func Sweep(ctx context.Context, o Options) error {
+	ents, err := os.ReadDir(o.Dir)
+	if err != nil {
+		return fmt.Errorf("warm port pool dir: %w", err)
+	}
+	var errs []error
+	swept := 0
+	for _, e := range ents {
+		name := e.Name()
+		if !o.Claimed(name) {
+			if err := remove(ctx, o.Host, name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			swept++
+		}
+		if err := os.Remove(filepath.Join(o.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if swept > 0 {
+		o.Log.Info("removed the warm ports an earlier podnet left", "ports", swept)
+	}
+	return errors.Join(errs...)
+}
+
+// remove deletes a pair's port and veth; either may be gone already.
+func remove(ctx context.Context, h Host, name string) error {
+	var errs []error
+	if err := h.DeletePort(ctx, name); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("deleting warm OVS port %s: %w", name, err))
+	}
+	if link, err := netlink.LinkByName(name); err == nil {
+		if err := netlink.LinkDel(link); err != nil {
+			errs = append(errs, fmt.Errorf("deleting warm veth %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Ready is how many pairs are attached and waiting.
+func (p *Pool) Ready() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
+// Take hands out a ready pair of the given MTU, after claim has recorded
+// which pod it goes to (claim's error leaves the pair in the pool). It
+// reports false when no such pair is ready; the caller then creates one
+// itself. Pairs of an MTU the node no longer uses are dropped. The pool
+// refills when the caller says so (Refill).
+func (p *Pool) Take(mtu int, claim func(name string) error) (Port, bool, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return Port{}, false, nil
+	}
+	current := p.o.MTU()
+	var stale []Port
+	keep := p.ready[:0]
+	for _, r := range p.ready {
+		if r.MTU != current {
+			stale = append(stale, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	p.ready = keep
+	i := len(p.ready) - 1
+	for ; i >= 0 && p.ready[i].MTU != mtu; i-- {
+	}
+	var got Port
+	if i >= 0 {
+		got = p.ready[i]
+		p.ready = append(p.ready[:i], p.ready[i+1:]...)
+	}
+	p.mu.Unlock()
+	if len(stale) > 0 {
+		go p.drop(stale)
+	}
+	if i < 0 {
+		return Port{}, false, nil
+	}
+	if err := claim(got.Name); err != nil {
+		p.mu.Lock()
+		p.ready = append(p.ready, got)
+		p.mu.Unlock()
+		return Port{}, false, err
+	}
+	if err := os.Remove(filepath.Join(p.o.Dir, got.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.o.Log.Warn("could not remove a handed-out warm port from the pool's list; the next start keeps it, as it is claimed", "port", got.Name, "error", err)
+	}
+	return got, true, nil
+}
+
+// Refill asks the pool to replace the pairs taken. The caller calls it
+// once its ADD no longer needs the switch: attaching a new port keeps
+// ovs-vswitchd's main loop busy for milliseconds, and the ADD's own flows
+// would wait behind it. The refill starts at the next quiet moment
+// (refillQuiet).
+func (p *Pool) Refill() { p.wake() }
+
+func (p *Pool) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pool) drop(ports []Port) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range ports {
+		p.o.Log.Info("dropping a warm port made for the node's old pod MTU", "port", r.Name, "mtu", r.MTU)
+		p.discard(ctx, r.Name)
+	}
+}
+
+// discard removes a pair the pool made and forgets it.
+func (p *Pool) discard(ctx context.Context, name string) {
+	if err := remove(ctx, p.o.Host, name); err != nil {
+		p.o.Log.Warn("could not remove a warm port; the next start sweeps it", "port", name, "error", err)
+		return
+	}
+	if err := os.Remove(filepath.Join(p.o.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.o.Log.Warn("could not remove a warm port from the pool's list", "port", name, "error", err)
+	}
+}
+
+// Close stops the refill and removes every pair not handed out.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, r := range ready {
+		if err := remove(ctx, p.o.Host, r.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Remove(filepath.Join(p.o.Dir, r.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Pool) missing() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0
+	}
+	return p.o.Size - len(p.ready)
+}
+
+func (p *Pool) refill(ctx context.Context) {
+	defer close(p.done)
+	backoff := minBackoff
+	for {
+		for p.missing() > 0 && ctx.Err() == nil {
+			port, err := p.fill(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.o.Log.Warn("could not add a warm port; ADDs create their own meanwhile", "error", err, "retry_in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, maxBackoff)
+				continue
+			}
+			backoff = minBackoff
+			p.mu.Lock()
+			closed := p.closed
+			if !closed {
+				p.ready = append(p.ready, port)
+			}
+			p.mu.Unlock()
+			if closed {
+				p.discard(context.WithoutCancel(ctx), port.Name)
+			}
+		}
+		select {
+		case <-p.kick:
+		case <-ctx.Done():
+			return
+		}
+		if !p.quiet(ctx) {
+			return
+		}
+	}
+}
+
+// Refill waits for a quiet moment: the ADD that took a pair still has its
+// result to record and return when podnet is done with it, and on a small
+// node creating and attaching the next pair would compete with that for
+// CPU. It waits until no ADD asked for refillQuiet, or refillMaxDelay
+// passed, so a steady stream of ADDs still gets its pairs back.
+const (
+	refillQuiet    = 25 * time.Millisecond
+	refillMaxDelay = 100 * time.Millisecond
+)
+
+// quiet waits as Refill's comment says; false means the pool is closing.
+func (p *Pool) quiet(ctx context.Context) bool {
+	limit := time.NewTimer(refillMaxDelay)
+	defer limit.Stop()
+	for {
+		select {
+		case <-p.kick:
+		case <-time.After(refillQuiet):
+			return true
+		case <-limit.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// fill creates one pair and waits until the switch has attached its
+// host end. On error nothing of it is left.
+func (p *Pool) fill(ctx context.Context) (Port, error) {
+	var b [5]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Port{}, err
+	}
+	name := "syw" + hex.EncodeToString(b[:])
+	marker := filepath.Join(p.o.Dir, name)
+	// Written first: a crash from here on leaves a port the next Open
+	// sweeps.
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return Port{}, fmt.Errorf("recording warm port %s: %w", name, err)
+	}
+	mtu := p.o.MTU()
+	if err := veth.CreateWarm(name, mtu, p.o.NoTxChecksum); err != nil {
+		os.Remove(marker)
+		return Port{}, err
+	}
+	port, err := p.o.Host.CreatePort(ctx, sdk.PortRequest{Name: name, ExternalIDs: ExternalIDs})
+	if err != nil {
+		p.discard(context.WithoutCancel(ctx), name)
+		return Port{}, fmt.Errorf("attaching warm port %s: %w", name, err)
+	}
+	return Port{Name: name, OFPort: port.OFPort, OFPortRequest: port.OFPortRequest, MTU: mtu}, nil
+}
