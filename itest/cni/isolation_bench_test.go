@@ -33,7 +33,14 @@ const (
 // not globally, so podnet's small batch inside an ADD should not queue
 // behind the neighbour's. Reported: ADD p50/p99 idle and busy, their
 // ratios, and the neighbour's batches per second while busy.
-func BenchmarkCNIIsolation(b *testing.B) {
+func BenchmarkCNIIsolation(b *testing.B) { benchIsolation(b, nil) }
+
+// BenchmarkCNIIsolationWarm is BenchmarkCNIIsolation with podnet keeping
+// 4 warm ports: the ADDs that take one wait on the switch only for their
+// flows.
+func BenchmarkCNIIsolationWarm(b *testing.B) { benchIsolation(b, map[string]any{"warmPorts": 4}) }
+
+func benchIsolation(b *testing.B, podnet map[string]any) {
 	testenv.RequireRoot(b)
 	needBins(b)
 	if bins.betaErr != nil {
@@ -44,7 +51,7 @@ func BenchmarkCNIIsolation(b *testing.B) {
 		a := &agent{nodeagent.Start(t, n, nodeagent.Options{
 			Bins:    nodeagent.Binaries{Agent: bins.agent, CNI: bins.cni, Plugins: map[string]string{"podnet": bins.podnet, "beta": bins.beta}},
 			Enabled: []string{"podnet", "beta"},
-			Config:  map[string]map[string]any{"beta": {"churn": isoBatch, "churnFile": churnFile}},
+			Config:  map[string]map[string]any{"beta": {"churn": isoBatch, "churnFile": churnFile}, "podnet": podnet},
 		})}
 		agentsMu.Lock()
 		agents[n] = a
@@ -118,6 +125,10 @@ func BenchmarkCNIIsolation(b *testing.B) {
 	b.ReportMetric(float64(pct(busy, 50))/float64(pct(idle, 50)), "add-p50-busy/idle")
 	b.ReportMetric(float64(pct(busy, 99))/float64(pct(idle, 99)), "add-p99-busy/idle")
 	b.ReportMetric(float64(busyBatches)/busyTime.Seconds(), "neighbour-batches/s")
+	for side, text := range map[string]string{"idle": idleLog.String(), "busy": busyLog.String()} {
+		ph := phasesIn(text)
+		b.ReportMetric(float64(len(ph["podnet-adopt"]))/float64(len(ph["agent"])), side+"-warm-share")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 
