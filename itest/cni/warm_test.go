@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
+
 	"switchyard.dev/switchyard/itest/cluster"
+	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/probe"
 	"switchyard.dev/switchyard/itest/testenv"
 	"switchyard.dev/switchyard/plugins/podnet/veth"
@@ -156,6 +160,29 @@ func TestWarmPorts(t *testing.T) {
 	c.DeletePod(t, b)
 	if diff := diffFootprint(before, withoutWarm(footprintOf(t, n), rebuilt)); diff != "" {
 		t.Errorf("after DELs (-before +after):\n%s", diff)
+	}
+
+	// An ADD whose pod already holds the interface name fails with the
+	// reason, and the warm pair it took goes with its rollback: no port,
+	// veth, address or claim is left, and the pool refills.
+	busy := createNetns(t, "busy")
+	if out, err := netns.Exec(busy, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "busyp"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	list, err := loadList(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt := &libcni.RuntimeConf{ContainerID: testenv.RunID() + "-busy", NetNS: netns.Path(busy), IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "busy"}}}
+	if _, err := cniOf(n).AddNetworkList(ctx, list, rt); err == nil || !strings.Contains(err.Error(), "interface eth0 already exists") {
+		t.Errorf("ADD into a netns that has an eth0: error %v, want one saying eth0 already exists", err)
+	}
+	refilled = waitWarm(t, n, 2, taken...)
+	if diff := diffFootprint(before, withoutWarm(footprintOf(t, n), refilled)); diff != "" {
+		t.Errorf("after the failed ADD (-before +after):\n%s", diff)
 	}
 	claims, _ := os.ReadDir(filepath.Join(n.Dir, "podnet", "warm-claims"))
 	if len(claims) != 0 {
