@@ -68,6 +68,12 @@ type PortRequest struct {
 	NoWait bool
 }
 
+// ExternalIDNodeVeth, set to "true" in PortRequest.ExternalIDs, says the
+// port's device is one end of a veth pair whose other end stays in the
+// node's netns (podnet's warm ports). Nothing deletes such a pair with a
+// pod's sandbox, so uninstall deletes it with the bridge.
+const ExternalIDNodeVeth = "switchyard.dev/node-veth"
+
 // Port is an OVS port on the bridge.
 type Port struct {
 	Name string

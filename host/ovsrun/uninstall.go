@@ -16,6 +16,7 @@ import (
 	"switchyard.dev/switchyard/cni/conflist"
 	"switchyard.dev/switchyard/host/ovsdb"
 	"switchyard.dev/switchyard/host/underlay"
+	"switchyard.dev/switchyard/sdk"
 )
 
 // UninstallOptions say what to remove from a node.
@@ -178,14 +179,39 @@ func deleteBridges(ctx context.Context, o Options, rep *UninstallReport) (taps [
 	if err != nil {
 		return nil, err
 	}
+	var pairs []string
 	for _, p := range ports {
 		if p.Type == "internal" {
 			taps = append(taps, p.Name)
 		}
+		if p.Type == "" && p.ExternalIDs[sdk.ExternalIDNodeVeth] == "true" {
+			pairs = append(pairs, p.Name)
+		}
 	}
 	// The userspace datapath's own port.
 	taps = append(taps, "ovs-netdev")
-	return taps, deleteBridgesOf(ctx, o, c, rep)
+	if err := deleteBridgesOf(ctx, o, c, rep); err != nil {
+		return taps, err
+	}
+	removeNodeVeths(o, pairs)
+	return taps, nil
+}
+
+// removeNodeVeths deletes the veth pairs whose both ends a plugin kept in
+// the node's netns (sdk.ExternalIDNodeVeth): unlike a pod's, no sandbox
+// teardown takes them. Only veths are touched.
+func removeNodeVeths(o Options, names []string) {
+	for _, name := range names {
+		l, err := netlink.LinkByName(name)
+		if err != nil || l.Type() != "veth" {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			o.Log.Warn("could not delete a veth pair a plugin kept on the node", "device", name, "error", err)
+			continue
+		}
+		o.Log.Info("deleted a veth pair a plugin kept on the node", "device", name)
+	}
 }
 
 // deleteBridgesOf is deleteBridges' work once OVS runs: the addresses back

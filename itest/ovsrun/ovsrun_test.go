@@ -18,6 +18,7 @@ import (
 	"switchyard.dev/switchyard/itest/build"
 	"switchyard.dev/switchyard/itest/netns"
 	"switchyard.dev/switchyard/itest/testenv"
+	"switchyard.dev/switchyard/sdk"
 )
 
 // node is one switchyard-ovs setup: a namespace and the host directories
@@ -211,6 +212,18 @@ func TestUninstallLeavesTheNodeClean(t *testing.T) {
 	if err := c.EnsureBridge(ctx, "netdev"); err != nil {
 		t.Fatal(err)
 	}
+	// A warm pair of podnet's (both ends in the node netns, its port
+	// marked sdk.ExternalIDNodeVeth), and a veth on the node that is not
+	// Switchyard's, to be left alone.
+	for _, pair := range [][2]string{{"sywtest", "syltest"}, {"nodeveth0", "nodeveth1"}} {
+		if out, err := netns.Exec(n.ns, "ip", "link", "add", pair[0], "type", "veth", "peer", "name", pair[1]); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "sywtest", Owner: "podnet",
+		ExternalIDs: map[string]string{sdk.ExternalIDNodeVeth: "true"}}); err != nil {
+		t.Fatal(err)
+	}
 	c.Close()
 	n.stop(t, p)
 
@@ -260,6 +273,12 @@ func TestUninstallLeavesTheNodeClean(t *testing.T) {
 	}
 	if n.hasLink("br-int") {
 		t.Errorf("br-int link still in the node namespace")
+	}
+	if n.hasLink("sywtest") || n.hasLink("syltest") {
+		t.Errorf("the veth pair of a port marked %s is still in the node namespace", sdk.ExternalIDNodeVeth)
+	}
+	if !n.hasLink("nodeveth0") {
+		t.Errorf("uninstall deleted a veth of the node's that was no port of Switchyard's")
 	}
 	if pids, _ := exec.Command("pgrep", "-f", n.runDir).Output(); len(strings.TrimSpace(string(pids))) > 0 {
 		t.Errorf("processes still name %s: %s", n.runDir, pids)

@@ -352,14 +352,15 @@ func dropOldRecords(stateDir string, log *slog.Logger) {
 
 // Stop closes the IPAM store. Interfaces and flows stay: pods keep working
 // while the plugin restarts.
-func (p *Podnet) Stop(ctx context.Context, _ sdk.StopRequest, _ *sdk.StopResponse) error {
+func (p *Podnet) Stop(ctx context.Context, req sdk.StopRequest, _ *sdk.StopResponse) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
 	if p.pool != nil {
-		// Pods keep the pairs they took; the ready ones go, so no port
-		// waits for a plugin that may never come back.
-		errs = append(errs, p.pool.Close(ctx))
+		// A podnet that restarts leaves its ready pairs to the next one,
+		// so a restart changes nothing on the switch; an unloaded one
+		// removes them. Pods keep the pairs they took either way.
+		errs = append(errs, p.pool.Close(ctx, req.Unload))
 	}
 	if p.ipam != nil {
 		errs = append(errs, p.ipam.Close())

@@ -11,7 +11,10 @@
 // Refilling the pool costs the switch the same as a port always did, but
 // off the ADD path.
 //
-// Every pair the pool creates is first written down in its directory, so
-// a pool whose process died sweeps the pairs and ports it left when it is
-// opened again. Claims record which pair each pod took.
+// Every pair the pool creates is first written down in its directory. A
+// podnet that restarts (or died) takes the ready pairs over when it opens
+// the pool again, so a restart changes nothing on the switch, and removes
+// those it cannot use. An unloaded podnet, or one whose pool was turned
+// off, removes them; uninstall removes any left (sdk.ExternalIDNodeVeth).
+// Claims record which pair each pod took.
 package warm

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,7 @@ import (
 type Host interface {
 	CreatePort(ctx context.Context, req sdk.PortRequest) (sdk.Port, error)
 	DeletePort(ctx context.Context, name string) error
+	Port(ctx context.Context, name string) (sdk.Port, error)
 }
 
 // Options configure a pool.
@@ -58,7 +60,7 @@ type Port struct {
 // when a pod takes the pair (the host sets external IDs only when it
 // creates a port): the agent's interface record names the pod of each
 // host interface.
-var ExternalIDs = map[string]string{"switchyard.dev/origin": "warm-pool"}
+var ExternalIDs = map[string]string{"switchyard.dev/origin": "warm-pool", sdk.ExternalIDNodeVeth: "true"}
 
 // Pool keeps Options.Size pairs attached and refills in the background.
 type Pool struct {
@@ -79,8 +81,9 @@ const (
 	maxBackoff = 30 * time.Second
 )
 
-// Open sweeps what an earlier pool left in o.Dir and starts filling the
-// pool. The pool is empty when Open returns;
+// Open takes over the ready pairs an earlier pool left in o.Dir (a
+// restarted podnet keeps its pool, so a restart changes nothing on the
+// switch), removes those it cannot use, and starts filling the pool.
 // Take falls back to the caller's cold path until a pair is ready.
 func Open(ctx context.Context, o Options) (*Pool, error) {
 	if o.Size <= 0 {
@@ -89,11 +92,12 @@ func Open(ctx context.Context, o Options) (*Pool, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("warm port pool dir: %w", err)
 	}
-	if err := Sweep(ctx, o); err != nil {
+	ready, err := takeOver(ctx, o)
+	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &Pool{o: o, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	p := &Pool{o: o, ready: ready, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go p.refill(rctx)
 	return p, nil
 }
@@ -111,7 +115,7 @@ func Sweep(ctx context.Context, o Options) error {
 	for _, e := range ents {
 		name := e.Name()
 		if !o.Claimed(name) {
-			if err := remove(ctx, o.Host, name); err != nil {
+			if err := removePair(ctx, o.Host, name); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -127,8 +131,62 @@ func Sweep(ctx context.Context, o Options) error {
 	return errors.Join(errs...)
 }
 
-// remove deletes a pair's port and veth; either may be gone already.
-func remove(ctx context.Context, h Host, name string) error {
+// takeOver returns the pairs listed in o.Dir that are whole (both ends,
+// the node's pod MTU, the host end attached) up to o.Size, and removes
+// the rest, skipping those a pod claimed.
+func takeOver(ctx context.Context, o Options) ([]Port, error) {
+	ents, err := os.ReadDir(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("warm port pool dir: %w", err)
+	}
+	var ready []Port
+	var errs []error
+	removed := 0
+	for _, e := range ents {
+		name := e.Name()
+		if o.Claimed(name) {
+			if err := os.Remove(filepath.Join(o.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if p, ok := whole(ctx, o, name); ok && len(ready) < o.Size {
+			ready = append(ready, p)
+			continue
+		}
+		if err := removePair(ctx, o.Host, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+		if err := os.Remove(filepath.Join(o.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if len(ready) > 0 || removed > 0 {
+		o.Log.Info("took over the warm ports an earlier podnet left", "kept", len(ready), "removed", removed)
+	}
+	return ready, errors.Join(errs...)
+}
+
+// whole reports whether pair name is usable as it stands.
+func whole(ctx context.Context, o Options, name string) (Port, bool) {
+	host, err := netlink.LinkByName(name)
+	if err != nil || host.Attrs().MTU != o.MTU() {
+		return Port{}, false
+	}
+	if lower, err := netlink.LinkByName(veth.LowerName(name)); err != nil || lower.Attrs().Flags&net.FlagUp == 0 {
+		return Port{}, false
+	}
+	port, err := o.Host.Port(ctx, name)
+	if err != nil || port.OFPort == 0 {
+		return Port{}, false
+	}
+	return Port{Name: name, OFPort: port.OFPort, OFPortRequest: port.OFPortRequest, MTU: host.Attrs().MTU}, true
+}
+
+// removePair deletes a pair's port and veth; either may be gone already.
+func removePair(ctx context.Context, h Host, name string) error {
 	var errs []error
 	if err := h.DeletePort(ctx, name); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("deleting warm OVS port %s: %w", name, err))
@@ -222,7 +280,7 @@ func (p *Pool) drop(ports []Port) {
 
 // discard removes a pair the pool made and forgets it.
 func (p *Pool) discard(ctx context.Context, name string) {
-	if err := remove(ctx, p.o.Host, name); err != nil {
+	if err := removePair(ctx, p.o.Host, name); err != nil {
 		p.o.Log.Warn("could not remove a warm port; the next start sweeps it", "port", name, "error", err)
 		return
 	}
@@ -231,8 +289,11 @@ func (p *Pool) discard(ctx context.Context, name string) {
 	}
 }
 
-// Close stops the refill and removes every pair not handed out.
-func (p *Pool) Close(ctx context.Context) error {
+// Close stops the refill. With remove (the plugin is unloaded, or the
+// pool turned off) it removes every pair not handed out; without, they
+// stay for the next podnet to take over (Open), as the SDK asks of a
+// plugin that stops to restart.
+func (p *Pool) Close(ctx context.Context, remove bool) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -242,13 +303,16 @@ func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.cancel()
 	<-p.done
+	if !remove {
+		return nil
+	}
 	p.mu.Lock()
 	ready := p.ready
 	p.ready = nil
 	p.mu.Unlock()
 	var errs []error
 	for _, r := range ready {
-		if err := remove(ctx, p.o.Host, r.Name); err != nil {
+		if err := removePair(ctx, p.o.Host, r.Name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
