@@ -201,17 +201,7 @@ func deleteBridges(ctx context.Context, o Options, rep *UninstallReport) (taps [
 // the node's netns (sdk.ExternalIDNodeVeth): unlike a pod's, no sandbox
 // teardown takes them. Only veths are touched.
 func removeNodeVeths(o Options, names []string) {
-	for _, name := range names {
-		l, err := netlink.LinkByName(name)
-		if err != nil || l.Type() != "veth" {
-			continue
-		}
-		if err := netlink.LinkDel(l); err != nil {
-			o.Log.Warn("could not delete a veth pair a plugin kept on the node", "device", name, "error", err)
-			continue
-		}
-		o.Log.Info("deleted a veth pair a plugin kept on the node", "device", name)
-	}
+	removeLinks(o, names, "veth", "a veth pair a plugin kept on the node")
 }
 
 // deleteBridgesOf is deleteBridges' work once OVS runs: the addresses back
@@ -268,16 +258,22 @@ func deleteBridgesOf(ctx context.Context, o Options, c *ovsdb.Client, rep *Unins
 // they are persistent: nobody else would ever delete them. Only tun/tap
 // devices are touched, never an interface of the node's.
 func removeTaps(o Options, names []string) {
+	removeLinks(o, names, "tuntap", "a tap device Open vSwitch left")
+}
+
+// removeLinks deletes the links of names that are of type kind (what
+// names them in the log); others, and missing ones, are left alone.
+func removeLinks(o Options, names []string, kind, what string) {
 	for _, name := range names {
 		l, err := netlink.LinkByName(name)
-		if err != nil || l.Type() != "tuntap" {
+		if err != nil || l.Type() != kind {
 			continue
 		}
 		if err := netlink.LinkDel(l); err != nil {
-			o.Log.Warn("could not delete a tap device Open vSwitch left", "device", name, "error", err)
+			o.Log.Warn("could not delete "+what, "device", name, "error", err)
 			continue
 		}
-		o.Log.Info("deleted a tap device Open vSwitch left", "device", name)
+		o.Log.Info("deleted "+what, "device", name)
 	}
 }
 

@@ -103,32 +103,12 @@ func Open(ctx context.Context, o Options) (*Pool, error) {
 }
 
 // Sweep removes every pair an earlier pool in o.Dir created and did not
-// hand out: its OVS port and its veth pair.
-// o.Size is not read, so a pool turned off is swept the same way.
+// hand out: its OVS port and its veth pair. It is takeOver keeping none,
+// for a pool turned off.
 func Sweep(ctx context.Context, o Options) error {
-	ents, err := os.ReadDir(o.Dir)
-	if err != nil {
-		return fmt.Errorf("warm port pool dir: %w", err)
-	}
-	var errs []error
-	swept := 0
-	for _, e := range ents {
-		name := e.Name()
-		if !o.Claimed(name) {
-			if err := removePair(ctx, o.Host, name); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			swept++
-		}
-		if err := os.Remove(filepath.Join(o.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if swept > 0 {
-		o.Log.Info("removed the warm ports an earlier podnet left", "ports", swept)
-	}
-	return errors.Join(errs...)
+	o.Size = 0
+	_, err := takeOver(ctx, o)
+	return err
 }
 
 // takeOver returns the pairs listed in o.Dir that are whole (both ends,
@@ -150,9 +130,11 @@ func takeOver(ctx context.Context, o Options) ([]Port, error) {
 			}
 			continue
 		}
-		if p, ok := whole(ctx, o, name); ok && len(ready) < o.Size {
-			ready = append(ready, p)
-			continue
+		if len(ready) < o.Size {
+			if p, ok := whole(ctx, o, name); ok {
+				ready = append(ready, p)
+				continue
+			}
 		}
 		if err := removePair(ctx, o.Host, name); err != nil {
 			errs = append(errs, err)
