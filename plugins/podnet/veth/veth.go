@@ -84,7 +84,7 @@ func Create(c Config) error {
 		return fmt.Errorf("opening pod netns %s: %w", c.Netns, err)
 	}
 	defer podNS.Close()
-	if err := addPair(c, int(podNS.Fd())); err != nil {
+	if err := addPair(c, int(podNS.Fd()), 0); err != nil {
 		if !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("creating veth %s/%s: %w", c.IfName, c.HostIfName, err)
 		}
@@ -129,11 +129,12 @@ func Create(c Config) error {
 const hostEndFlags = unix.IFF_UP | unix.IFF_NOARP | unix.IFF_PROMISC
 
 // addPair sends the one RTM_NEWLINK that creates the pair from the host
-// netns: the host end with hostEndFlags, the pod end, with its MAC, in the
-// netns podNSFd names. The pod end cannot be up from birth: the kernel
-// creates it first, before it has a peer to carry to. netlink.LinkAdd sets only IFF_UP and a few other flags
-// at creation, so the request is built here.
-func addPair(c Config, podNSFd int) error {
+// netns: the host end with hostEndFlags, the peer named c.IfName with
+// peerFlags and, if set, c.MAC, in the netns peerNSFd names (-1: the host
+// netns). The peer cannot be up from birth: the kernel creates it first,
+// before it has a peer to carry to. netlink.LinkAdd sets only IFF_UP and a
+// few other flags at creation, so the request is built here.
+func addPair(c Config, peerNSFd int, peerFlags uint32) error {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
 	msg.Flags, msg.Change = hostEndFlags, hostEndFlags
@@ -145,7 +146,8 @@ func addPair(c Config, podNSFd int) error {
 	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
 	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("veth"))
 	peer := info.AddRtAttr(nl.IFLA_INFO_DATA, nil).AddRtAttr(nl.VETH_INFO_PEER, nil)
-	nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC)
+	pmsg := nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC)
+	pmsg.Flags, pmsg.Change = peerFlags, peerFlags
 	peer.AddRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(c.IfName))
 	if len(c.MAC) > 0 {
 		peer.AddRtAttr(unix.IFLA_ADDRESS, []byte(c.MAC))
@@ -153,7 +155,9 @@ func addPair(c Config, podNSFd int) error {
 	if c.MTU > 0 {
 		peer.AddRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(c.MTU)))
 	}
-	peer.AddRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(podNSFd)))
+	if peerNSFd >= 0 {
+		peer.AddRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(peerNSFd)))
+	}
 	req.AddData(info)
 	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
 	return err

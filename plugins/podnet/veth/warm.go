@@ -44,27 +44,9 @@ func LowerName(host string) string {
 // nothing is left behind.
 func CreateWarm(name string, mtu int, noTxChecksum bool) error {
 	lower := LowerName(name)
-	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
-	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	msg.Flags, msg.Change = hostEndFlags, hostEndFlags
-	req.AddData(msg)
-	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
-	if mtu > 0 {
-		req.AddData(nl.NewRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(mtu))))
-	}
-	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
-	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("veth"))
-	peer := info.AddRtAttr(nl.IFLA_INFO_DATA, nil).AddRtAttr(nl.VETH_INFO_PEER, nil)
-	// The peer is configured before its partner exists, so it cannot be
-	// up from birth (see addPair); its other flags it can have.
-	pmsg := nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC)
-	pmsg.Flags, pmsg.Change = unix.IFF_NOARP|unix.IFF_PROMISC, unix.IFF_NOARP|unix.IFF_PROMISC
-	peer.AddRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(lower))
-	if mtu > 0 {
-		peer.AddRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(mtu)))
-	}
-	req.AddData(info)
-	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+	// The lower end's promiscuity is what a macvlan on it needs.
+	c := Config{IfName: lower, HostIfName: name, MTU: mtu}
+	if err := addPair(c, -1, unix.IFF_NOARP|unix.IFF_PROMISC); err != nil {
 		return fmt.Errorf("creating warm veth %s/%s: %w", name, lower, err)
 	}
 	err := func() error {

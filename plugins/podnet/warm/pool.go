@@ -181,13 +181,6 @@ func removePair(ctx context.Context, h Host, name string) error {
 	return errors.Join(errs...)
 }
 
-// Ready is how many pairs are attached and waiting.
-func (p *Pool) Ready() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.ready)
-}
-
 // Take hands out a ready pair of the given MTU, after claim has recorded
 // which pod it goes to (claim's error leaves the pair in the pool). It
 // reports false when no such pair is ready; the caller then creates one
