@@ -85,6 +85,17 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*openfl
 	}
 }
 
+// UnderlayMirror returns the mirror of the underlay bridge's kernel
+// routes and neighbours into ovs-vswitchd's own tables, which the netdev
+// datapath's tunnels need (see host/underlay), or nil where there is no
+// underlay bridge. The caller runs it.
+func UnderlayMirror(cfg *config.Config, log *slog.Logger) *underlay.Mirror {
+	if cfg.Underlay.Bridge == "" || cfg.Bridge.DatapathType != config.DatapathNetdev {
+		return nil
+	}
+	return &underlay.Mirror{Bridge: cfg.Underlay.Bridge, RunDir: cfg.OVS.RunDir, Log: log.With("component", "underlay")}
+}
+
 // UserspaceTSO says whether the agent turns on (and plugins may rely on)
 // ovs-vswitchd's userspace TSO: only on the netdev datapath, and only when
 // the config asks for it.

@@ -170,7 +170,10 @@ func Start(ctx context.Context, o Options) (_ *Switch, err error) {
 	args := []string{"unix:" + dbSock,
 		"--unixctl=" + filepath.Join(o.RunDir, "ovs-vswitchd.ctl"),
 		"--pidfile=" + filepath.Join(o.RunDir, "ovs-vswitchd.pid"),
-		"-vconsole:info", "-vsyslog:off"}
+		"-vconsole:info", "-vsyslog:off",
+		// The agent gives it the routes its tunnels need (host/underlay
+		// explains why it must not read the kernel's).
+		"--disable-system-route"}
 	if o.DatapathType == config.DatapathNetdev {
 		args = append(args, "--disable-system")
 	}

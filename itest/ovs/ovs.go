@@ -128,7 +128,7 @@ func (s *Switch) startVswitchd() error {
 	var err error
 	s.vswitchd, err = testenv.StartProcess(testenv.ProcessSpec{
 		Name: "ovs-vswitchd", Path: s.bins["ovs-vswitchd"], Dir: s.Dir, NetNS: s.NetNS, Env: s.vswitchdEnv,
-		Args: []string{s.DBSock, "--disable-system", "--unixctl=" + ctl,
+		Args: []string{s.DBSock, "--disable-system", "--disable-system-route", "--unixctl=" + ctl,
 			"--pidfile=" + filepath.Join(s.Dir, "ovs-vswitchd.pid"), "-vconsole:off", "-vfile:info",
 			"--log-file=" + filepath.Join(s.Dir, "ovs-vswitchd.log")},
 	})

@@ -68,6 +68,14 @@ func run() error {
 	}
 	defer db.Close()
 	defer sw.Close()
+	if m := agent.UnderlayMirror(cfg, log); m != nil {
+		// Before any plugin starts, so the first tunnel packet finds its
+		// route; then it follows the kernel.
+		if err := m.Sync(dctx); err != nil {
+			log.Warn("underlay routes not yet mirrored into ovs-vswitchd; retrying", "error", err)
+		}
+		go m.Run(ctx)
+	}
 
 	a, err := agent.New(cfg, sw, db, log)
 	if err != nil {
