@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -121,9 +120,14 @@ func ParseRouteTable(s string) (RouteTable, error) {
 }
 
 // PlanRoutes compares the routes ovs-vswitchd holds for dev with those it
-// should hold, and returns what to add (or replace: ovs/route/add
-// replaces a route with the same prefix) and what to delete.
-func PlanRoutes(dev string, want, have []Route) (add, del []Route) {
+// should hold, and returns what to delete and then what to add (or
+// replace: ovs/route/add replaces a route with the same prefix).
+//
+// Deleting any route through dev also makes ovs-vswitchd forget that
+// dev's addresses end tunnels, until a route through dev is added again.
+// So after a delete every wanted route is added again, not only the new
+// ones.
+func PlanRoutes(dev string, want, have []Route) (del, add []Route) {
 	held := map[netip.Prefix]Route{}
 	for _, r := range have {
 		held[r.Prefix] = r
@@ -131,16 +135,18 @@ func PlanRoutes(dev string, want, have []Route) (add, del []Route) {
 	wanted := map[netip.Prefix]bool{}
 	for _, r := range want {
 		wanted[r.Prefix] = true
-		if h, ok := held[r.Prefix]; !ok || h != r {
-			add = append(add, r)
-		}
 	}
 	for _, r := range have {
 		if r.Dev == dev && !wanted[r.Prefix] {
 			del = append(del, r)
 		}
 	}
-	return add, del
+	for _, r := range want {
+		if h, ok := held[r.Prefix]; !ok || h != r || len(del) > 0 {
+			add = append(add, r)
+		}
+	}
+	return del, add
 }
 
 // KernelRoutes are the main table's unicast routes through the device
@@ -257,11 +263,16 @@ func Unresolved(dev string, known map[netip.Addr]bool, held []Neighbor) []netip.
 // resolve asks the kernel to resolve ip's MAC on dev now (a neighbour
 // update with NTF_USE sends the ARP request or neighbour solicitation
 // with no packet waiting). The reply passes through the bridge, and
-// ovs-vswitchd learns the neighbour from it.
+// ovs-vswitchd learns the neighbour from it; so not before ovs-vswitchd
+// has the bridge's interface open (it has carrier then): a request sent
+// earlier goes nowhere, and the kernel asks again only a second later.
 func resolve(dev string, ip netip.Addr) error {
 	l, err := netlink.LinkByName(dev)
 	if err != nil {
 		return fmt.Errorf("underlay: bridge interface %q: %w", dev, err)
+	}
+	if l.Attrs().RawFlags&unix.IFF_LOWER_UP == 0 {
+		return fmt.Errorf("underlay: %s has no carrier yet (ovs-vswitchd has not opened it)", dev)
 	}
 	fam := netlink.FAMILY_V4
 	if ip.Is6() {
@@ -285,60 +296,88 @@ type Mirror struct {
 	// RunDir is ovs-vswitchd's run directory, where its control socket is.
 	RunDir string
 	Log    *slog.Logger
-	// Every is how often the mirror checks ovs-vswitchd's table even
-	// without a kernel route event: a restarted ovs-vswitchd starts with
-	// none of the routes it was given. Default 1s.
+	// Every is how often the mirror checks ovs-vswitchd's tables with no
+	// event to prompt it, a safety net: kernel route events and the loss
+	// of ovs-vswitchd's control socket (a restart) prompt it at once.
+	// Default 5s.
 	Every time.Duration
 
-	conn      *unixctl.Client
+	conn *unixctl.Client
+	// lost is closed when the ovs-vswitchd behind sock exits.
+	lost      <-chan struct{}
+	stopWatch func()
 	warnedOwn bool
-	// known are the neighbours on Bridge some ovs-vswitchd held.
-	known map[netip.Addr]bool
+	// known are the neighbours on Bridge that some ovs-vswitchd held;
+	// pending, those being resolved again for a new one, until when.
+	known   map[netip.Addr]bool
+	pending map[netip.Addr]time.Time
+	// failingSince is when Sync began to fail (zero while it works).
+	failingSince time.Time
+	warnedFail   bool
 }
 
-// Run mirrors until ctx ends: now, on every kernel route event, and every
-// Every. (New neighbours need no event: ovs-vswitchd sees the ARP that
-// resolves them pass through the bridge and learns them itself.)
+const (
+	// retryEvery paces Sync while it fails or neighbours are pending: an
+	// ovs-vswitchd that restarts answers on its socket a little before
+	// its bridges forward, and the tunnel is down until both are done.
+	retryEvery = 50 * time.Millisecond
+	// resolveFor is how long a new ovs-vswitchd's neighbours are asked
+	// for before the mirror gives up on one (a peer that left meanwhile).
+	resolveFor = 5 * time.Second
+	// warnAfter is how long Sync may fail before the mirror warns (an
+	// ovs-vswitchd restart takes about a second).
+	warnAfter = 3 * time.Second
+)
+
+// Run mirrors until ctx ends: now, on every kernel route event, as soon
+// as a restarted ovs-vswitchd answers, and every Every. (New neighbours
+// need no event: ovs-vswitchd sees the ARP that resolves them pass
+// through the bridge and learns them itself.)
 func (m *Mirror) Run(ctx context.Context) {
 	if m.Every == 0 {
-		m.Every = time.Second
+		m.Every = 5 * time.Second
 	}
 	events := make(chan netlink.RouteUpdate, 64)
 	done := make(chan struct{})
 	defer close(done)
 	if err := netlink.RouteSubscribeWithOptions(events, done, netlink.RouteSubscribeOptions{
 		ErrorCallback: func(err error) {
-			m.Log.Warn("kernel route events lost; the mirror relies on its periodic check", "error", err)
+			m.Log.Warn("kernel route events lost; the mirror relies on its periodic check", "every", m.Every, "error", err)
 		},
 	}); err != nil {
 		m.Log.Warn("cannot follow kernel route events; the mirror relies on its periodic check", "every", m.Every, "error", err)
 		events = nil
 	}
-	defer func() {
-		if m.conn != nil {
-			m.conn.Close()
-		}
-	}()
-	tick := time.NewTicker(m.Every)
-	defer tick.Stop()
+	defer m.disconnect()
 	for {
-		if err := m.Sync(ctx); err != nil && ctx.Err() == nil {
-			m.Log.Warn("could not mirror the underlay routes into ovs-vswitchd; tunnel packets may not leave or arrive until it succeeds",
-				"bridge", m.Bridge, "error", err)
+		err := m.Sync(ctx)
+		if ctx.Err() != nil {
+			return
 		}
+		m.report(err)
+		wait := m.Every
+		if err != nil || len(m.pending) > 0 {
+			wait = retryEvery
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
 		case _, ok := <-events:
 			if !ok {
 				events = nil
-				continue
+				break
 			}
 			// A change comes as several events (an address brings its
 			// prefix route and its local route): take them as one.
 			drain(events, 20*time.Millisecond)
-		case <-tick.C:
+		case <-m.lost:
+			m.Log.Info("ovs-vswitchd's control socket closed; mirroring into the next one as soon as it answers", "bridge", m.Bridge)
+			m.disconnect()
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
 
@@ -358,8 +397,68 @@ func drain(events <-chan netlink.RouteUpdate, quiet time.Duration) {
 	}
 }
 
-// Sync brings ovs-vswitchd's routes and neighbours through the bridge in
-// line with the kernel's once.
+// report logs a failing mirror once it has failed for warnAfter, and its
+// recovery after that.
+func (m *Mirror) report(err error) {
+	switch {
+	case err == nil:
+		if m.warnedFail {
+			m.Log.Info("underlay routes mirrored into ovs-vswitchd again", "bridge", m.Bridge, "after", time.Since(m.failingSince).Round(time.Millisecond))
+		}
+		m.failingSince, m.warnedFail = time.Time{}, false
+	case m.failingSince.IsZero():
+		m.failingSince = time.Now()
+		m.Log.Debug("could not mirror the underlay routes into ovs-vswitchd; retrying", "bridge", m.Bridge, "error", err)
+	case !m.warnedFail && time.Since(m.failingSince) > warnAfter:
+		m.warnedFail = true
+		m.Log.Warn("could not mirror the underlay routes into ovs-vswitchd; tunnel packets neither leave nor arrive until it succeeds (retrying)",
+			"bridge", m.Bridge, "for", time.Since(m.failingSince).Round(time.Millisecond), "error", err)
+	}
+}
+
+func (m *Mirror) disconnect() {
+	if m.stopWatch != nil {
+		m.stopWatch()
+		m.stopWatch, m.lost = nil, nil
+	}
+	if m.conn != nil {
+		m.conn.Close()
+		m.conn = nil
+	}
+}
+
+// connect dials ovs-vswitchd's control socket, and a second connection to
+// it that carries nothing but closes (lost) when that ovs-vswitchd exits.
+func (m *Mirror) connect(ctx context.Context) error {
+	sock, err := unixctl.Find(m.RunDir, "ovs-vswitchd")
+	if err != nil {
+		return err
+	}
+	conn, err := unixctl.Dial(ctx, sock)
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	w, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("unixctl: %w", err)
+	}
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		// ovs-vswitchd never writes unasked: Read returns when it exits
+		// (or when stopWatch closes w).
+		_, _ = w.Read(make([]byte, 1))
+	}()
+	m.conn, m.lost = conn, lost
+	m.stopWatch = func() { w.Close() }
+	return nil
+}
+
+// Sync brings ovs-vswitchd's routes through the bridge in line with the
+// kernel's once, and asks again for the neighbours a new ovs-vswitchd
+// lacks.
 func (m *Mirror) Sync(ctx context.Context) error {
 	routes, err := KernelRoutes(m.Bridge)
 	if err != nil {
@@ -367,9 +466,8 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	}
 	if err := m.sync(ctx, routes); err != nil {
 		// A dead or restarted ovs-vswitchd: reconnect next time.
-		if m.conn != nil && !errors.Is(err, unixctl.ErrCommand) {
-			m.conn.Close()
-			m.conn = nil
+		if !errors.Is(err, unixctl.ErrCommand) {
+			m.disconnect()
 		}
 		return err
 	}
@@ -379,11 +477,7 @@ func (m *Mirror) Sync(ctx context.Context) error {
 func (m *Mirror) sync(ctx context.Context, routes []Route) error {
 	reconnected := m.conn == nil
 	if reconnected {
-		sock, err := unixctl.Find(m.RunDir, "ovs-vswitchd")
-		if err != nil {
-			return err
-		}
-		if m.conn, err = unixctl.Dial(ctx, sock); err != nil {
+		if err := m.connect(ctx); err != nil {
 			return err
 		}
 	}
@@ -397,23 +491,7 @@ func (m *Mirror) sync(ctx context.Context, routes []Route) error {
 	if err != nil {
 		return err
 	}
-	if reconnected {
-		// Perhaps a new ovs-vswitchd.
-		for _, ip := range Unresolved(m.Bridge, m.known, held) {
-			if err := resolve(m.Bridge, ip); err != nil {
-				m.Log.Warn("could not have a tunnel peer's MAC resolved for ovs-vswitchd; its first packet may be lost", "bridge", m.Bridge, "ip", ip, "error", err)
-			}
-		}
-	}
-	if m.known == nil {
-		m.known = map[netip.Addr]bool{}
-	}
-	for _, n := range held {
-		if n.Dev == m.Bridge {
-			m.known[n.IP] = !n.Stale
-		}
-	}
-	maps.DeleteFunc(m.known, func(_ netip.Addr, fresh bool) bool { return !fresh })
+	m.resolveMissing(reconnected, held)
 	if out, err = m.conn.Call(ctx, "ovs/route/show"); err != nil {
 		return err
 	}
@@ -427,18 +505,56 @@ func (m *Mirror) sync(ctx context.Context, routes []Route) error {
 			"the node's tunnel endpoint for a moment on every link change on this node, and tunnel packets arriving then are lost; "+
 			"start it with --disable-system-route, as switchyard-ovs does", "bridge", m.Bridge)
 	}
-	add, del := PlanRoutes(m.Bridge, routes, table.User)
-	for _, r := range add {
-		if _, err := m.conn.Call(ctx, "ovs/route/add", r.args()...); err != nil {
-			return fmt.Errorf("adding route %s: %w", r, err)
-		}
-		m.Log.Info("route mirrored into ovs-vswitchd", "bridge", m.Bridge, "route", r.String())
-	}
+	del, add := PlanRoutes(m.Bridge, routes, table.User)
 	for _, r := range del {
 		if _, err := m.conn.Call(ctx, "ovs/route/del", r.Prefix.String()); err != nil {
 			return fmt.Errorf("deleting route %s: %w", r, err)
 		}
 		m.Log.Info("route removed from ovs-vswitchd", "bridge", m.Bridge, "route", r.String())
 	}
+	for _, r := range add {
+		if _, err := m.conn.Call(ctx, "ovs/route/add", r.args()...); err != nil {
+			return fmt.Errorf("adding route %s: %w", r, err)
+		}
+		m.Log.Info("route mirrored into ovs-vswitchd", "bridge", m.Bridge, "route", r.String())
+	}
 	return nil
+}
+
+// resolveMissing records the neighbours ovs-vswitchd holds and, after a
+// reconnect (perhaps to a new ovs-vswitchd), has the kernel resolve those
+// it lacks, again on every Sync until it holds them or resolveFor passes:
+// the first requests may go out before the new ovs-vswitchd forwards the
+// replies.
+func (m *Mirror) resolveMissing(reconnected bool, held []Neighbor) {
+	if m.known == nil {
+		m.known, m.pending = map[netip.Addr]bool{}, map[netip.Addr]time.Time{}
+	}
+	now := time.Now()
+	if reconnected {
+		for _, ip := range Unresolved(m.Bridge, m.known, held) {
+			m.pending[ip] = now.Add(resolveFor)
+		}
+	}
+	for _, n := range held {
+		if n.Dev != m.Bridge {
+			continue
+		}
+		if n.Stale {
+			delete(m.known, n.IP)
+		} else {
+			m.known[n.IP] = true
+			delete(m.pending, n.IP)
+		}
+	}
+	for ip, until := range m.pending {
+		if now.After(until) {
+			delete(m.pending, ip)
+			m.Log.Warn("ovs-vswitchd did not learn a tunnel peer's MAC; its next packet will be dropped while ovs-vswitchd asks", "bridge", m.Bridge, "ip", ip)
+			continue
+		}
+		if err := resolve(m.Bridge, ip); err != nil {
+			m.Log.Debug("could not have a tunnel peer's MAC resolved yet", "bridge", m.Bridge, "ip", ip, "error", err)
+		}
+	}
 }

@@ -90,12 +90,13 @@ func TestPlanRoutes(t *testing.T) {
 		{name: "a restarted ovs-vswitchd has none", want: []Route{subnet, dflt}, wantAdd: []Route{subnet, dflt}},
 		{name: "a gateway changed", want: []Route{subnet, route("0.0.0.0/0", "10.99.0.253", "br-phy")}, have: []Route{subnet, dflt},
 			wantAdd: []Route{route("0.0.0.0/0", "10.99.0.253", "br-phy")}},
-		{name: "a route went away", want: []Route{subnet}, have: []Route{subnet, dflt}, wDel: []Route{dflt}},
+		{name: "a route went away: the others are given again", want: []Route{subnet}, have: []Route{subnet, dflt},
+			wDel: []Route{dflt}, wantAdd: []Route{subnet}},
 		{name: "another device's routes are left alone", want: []Route{subnet},
 			have: []Route{subnet, route("192.168.5.0/24", "", "br-other")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			add, del := PlanRoutes("br-phy", tc.want, tc.have)
+			del, add := PlanRoutes("br-phy", tc.want, tc.have)
 			if !reflect.DeepEqual(add, tc.wantAdd) || !reflect.DeepEqual(del, tc.wDel) {
 				t.Fatalf("add %v del %v, want add %v del %v", add, del, tc.wantAdd, tc.wDel)
 			}
