@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -139,6 +140,17 @@ func (testFeature) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.Start
 	if p.OFPort != 9 {
 		return fmt.Errorf("CreatePort ofport = %d, want 9", p.OFPort)
 	}
+	// LabelPort crosses the wire, and so does its refusal's sentinel.
+	l, ok := h.(sdk.PortLabeler)
+	if !ok {
+		return errors.New("the host is not a PortLabeler")
+	}
+	if err := l.LabelPort(ctx, "p0", map[string]string{"switchyard.dev/pod": "ns/p", "gone": ""}); err != nil {
+		return fmt.Errorf("LabelPort: %w", err)
+	}
+	if err := l.LabelPort(ctx, "theirs", map[string]string{"x": "y"}); !errors.Is(err, sdk.ErrNotOwner) {
+		return fmt.Errorf("LabelPort of another plugin's port: %v, want ErrNotOwner", err)
+	}
 	facts, err := h.NodeFacts(ctx)
 	if err != nil {
 		return err
@@ -196,6 +208,20 @@ type fakeHost struct {
 	batches []*flow.Batch
 	synced  bool
 	tokens  int
+	labels  map[string]map[string]string
+}
+
+func (f *fakeHost) LabelPort(_ context.Context, name string, ids map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name != "p0" {
+		return fmt.Errorf("%w: port %q belongs to another plugin", sdk.ErrNotOwner, name)
+	}
+	if f.labels == nil {
+		f.labels = map[string]map[string]string{}
+	}
+	f.labels[name] = ids
+	return nil
 }
 
 func (f *fakeHost) Token(context.Context) (string, time.Time, error) {
@@ -314,6 +340,10 @@ func TestPluginRoundTrip(t *testing.T) {
 	}
 	if !host.synced || len(host.batches) != 1 {
 		t.Fatalf("synced=%v batches=%d, want synced after one batch", host.synced, len(host.batches))
+	}
+	// An empty value (remove the key) survives the wire too.
+	if want := map[string]string{"switchyard.dev/pod": "ns/p", "gone": ""}; !maps.Equal(host.labels["p0"], want) {
+		t.Errorf("LabelPort arrived as %v, want %v", host.labels["p0"], want)
 	}
 	got := host.batches[0]
 	host.mu.Unlock()

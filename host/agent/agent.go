@@ -40,6 +40,7 @@ type PortDB interface {
 	CreatePort(ctx context.Context, s ovsdb.PortSpec) error
 	EnsurePort(ctx context.Context, s ovsdb.PortSpec) (created uint32, err error)
 	DeletePort(ctx context.Context, name string) error
+	LabelPort(ctx context.Context, name string, set map[string]string) error
 	Port(ctx context.Context, name string) (ovsdb.PortInfo, error)
 	Ports(ctx context.Context, owner string) ([]ovsdb.PortInfo, error)
 	WaitOFPort(ctx context.Context, name string) (uint32, error)

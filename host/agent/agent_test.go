@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -162,6 +163,27 @@ func (d *fakeDB) DeletePort(_ context.Context, n string) error {
 	defer d.mu.Unlock()
 	delete(d.ports, n)
 	d.deleted = append(d.deleted, n)
+	return nil
+}
+func (d *fakeDB) LabelPort(_ context.Context, n string, set map[string]string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[n]
+	if !ok {
+		return ovsdb.ErrNoPort
+	}
+	p.ExternalIDs = maps.Clone(p.ExternalIDs)
+	if p.ExternalIDs == nil {
+		p.ExternalIDs = map[string]string{}
+	}
+	for k, v := range set {
+		if v == "" {
+			delete(p.ExternalIDs, k)
+		} else {
+			p.ExternalIDs[k] = v
+		}
+	}
+	d.ports[n] = p
 	return nil
 }
 func (d *fakeDB) Port(_ context.Context, n string) (ovsdb.PortInfo, error) {
@@ -762,6 +784,54 @@ func TestNoSweepBeforeEveryPluginLaunched(t *testing.T) {
 	a.sweepIfAllSynced(ctx)
 	if n := sw.count() - before; n != 1 {
 		t.Fatalf("%d sweep bundles once every plugin is synced, want 1", n)
+	}
+}
+
+// A plugin labels its own ports only, never with the host's keys.
+func TestLabelPort(t *testing.T) {
+	a, _, db := newTestAgent(t)
+	ctx := context.Background()
+	register(t, a, "podnet")
+	register(t, a, "beta")
+	svc := &service{a: a, r: &runner{a: a, spec: config.Plugin{Name: "podnet"}, limiter: newBucket(0, 0)}}
+	other := &service{a: a, r: &runner{a: a, spec: config.Plugin{Name: "beta"}, limiter: newBucket(0, 0)}}
+	if _, err := svc.CreatePort(ctx, sdk.PortRequest{Name: "syw1", NoWait: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		svc   *service
+		port  string
+		ids   map[string]string
+		want  error
+		words string
+	}{
+		{name: "its own port", svc: svc, port: "syw1", ids: map[string]string{"switchyard.dev/pod": "ns/p"}},
+		{name: "another plugin's port", svc: other, port: "syw1", ids: map[string]string{"x": "y"}, want: sdk.ErrNotOwner, words: `it belongs to "podnet"`},
+		{name: "the owner key", svc: svc, port: "syw1", ids: map[string]string{ovsdb.OwnerKey: "beta"}, want: sdk.ErrInvalid, words: "the host keeps it"},
+		{name: "the export key", svc: svc, port: "syw1", ids: map[string]string{ovsdb.ExportedKey: "true"}, want: sdk.ErrInvalid, words: "the host keeps it"},
+		{name: "an empty key", svc: svc, port: "syw1", ids: map[string]string{"": "x"}, want: sdk.ErrInvalid, words: "empty external_ids key"},
+		{name: "a missing port", svc: svc, port: "nope", ids: map[string]string{"x": "y"}, want: sdk.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.svc.LabelPort(ctx, tc.port, tc.ids)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.words) {
+				t.Fatalf("LabelPort: %v, want %v saying %q", err, tc.want, tc.words)
+			}
+		})
+	}
+	if err := svc.LabelPort(ctx, "syw1", map[string]string{"switchyard.dev/pod": "", "switchyard.dev/container": "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := db.Port(ctx, "syw1")
+	if want := map[string]string{"switchyard.dev/container": "c1"}; !maps.Equal(p.ExternalIDs, want) {
+		t.Errorf("external_ids %v, want %v (an empty value removes its key)", p.ExternalIDs, want)
 	}
 }
 

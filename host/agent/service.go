@@ -129,6 +129,38 @@ func (s *service) DeletePort(ctx context.Context, name string) error {
 	return nil
 }
 
+var _ sdkhost.PortLabeler = (*service)(nil)
+
+// LabelPort sets external_ids on a port of the calling plugin's own.
+func (s *service) LabelPort(ctx context.Context, name string, externalIDs map[string]string) error {
+	if err := s.admit(); err != nil {
+		return err
+	}
+	for k := range externalIDs {
+		if k == ovsdb.OwnerKey || k == ovsdb.ExportedKey {
+			return fmt.Errorf("%w: plugin %q may not set external_ids key %q of port %q: the host keeps it (ask for an exported port in CreatePort instead)",
+				sdk.ErrInvalid, s.name(), k, name)
+		}
+		if k == "" {
+			return fmt.Errorf("%w: plugin %q: an empty external_ids key for port %q", sdk.ErrInvalid, s.name(), name)
+		}
+	}
+	p, err := s.a.db.Port(ctx, name)
+	if errors.Is(err, ovsdb.ErrNoPort) {
+		return fmt.Errorf("%w: port %q", sdk.ErrNotFound, name)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", sdk.ErrSwitch, err)
+	}
+	if p.Owner != s.name() {
+		return fmt.Errorf("%w: plugin %q may not label port %q: it belongs to %q", sdk.ErrNotOwner, s.name(), name, p.Owner)
+	}
+	if err := s.a.db.LabelPort(ctx, name, externalIDs); err != nil {
+		return fmt.Errorf("%w: plugin %q: label port %q: %v", sdk.ErrSwitch, s.name(), name, err)
+	}
+	return nil
+}
+
 func (s *service) Port(ctx context.Context, name string) (sdk.Port, error) {
 	p, err := s.a.db.Port(ctx, name)
 	if errors.Is(err, ovsdb.ErrNoPort) {

@@ -512,6 +512,47 @@ func (c *Client) EnsurePort(ctx context.Context, s PortSpec) (created uint32, er
 	return s.OFPort, nil
 }
 
+// LabelPort sets external_ids keys on a port and its interface, keeping
+// the others; an empty value removes its key. One transaction, so both
+// rows agree.
+func (c *Client) LabelPort(ctx context.Context, name string, set map[string]string) error {
+	iface, err := c.iface(ctx, name)
+	if err != nil {
+		return err
+	}
+	port := &vswitchd.Port{Name: name}
+	if err := c.c.Get(ctx, port); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return fmt.Errorf("%w: %q", ErrNoPort, name)
+		}
+		return err
+	}
+	merge := func(cur map[string]string) map[string]string {
+		out := maps.Clone(cur)
+		if out == nil {
+			out = map[string]string{}
+		}
+		for k, v := range set {
+			if v == "" {
+				delete(out, k)
+			} else {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	iface.ExternalIDs, port.ExternalIDs = merge(iface.ExternalIDs), merge(port.ExternalIDs)
+	ops, err := c.c.Where(iface).Update(iface, &iface.ExternalIDs)
+	if err != nil {
+		return err
+	}
+	pops, err := c.c.Where(port).Update(port, &port.ExternalIDs)
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, "label port "+name, append(ops, pops...)...)
+}
+
 // DeletePort removes a port from the bridge (OVSDB garbage-collects the Port
 // and Interface rows). A missing port is not an error.
 func (c *Client) DeletePort(ctx context.Context, name string) error {

@@ -110,6 +110,20 @@ func TestWarmPorts(t *testing.T) {
 			t.Errorf("pod %s got host interface %s (external_ids %s), want a warm port", p.Key(), got, strings.TrimSpace(ids))
 		}
 		taken = append(taken, got)
+		// Once the ADD is done, podnet names the pod on the port, as on
+		// a port made for the pod.
+		want := fmt.Sprintf(`"switchyard.dev/pod"="%s"`, p.Key())
+		err := testenv.Eventually("the pod named on its warm port", 5*time.Second, 20*time.Millisecond, func() error {
+			for _, table := range []string{"Port", "Interface"} {
+				if ids := n.OVS.Vsctl(t, "get", table, got, "external_ids"); !strings.Contains(ids, want) {
+					return fmt.Errorf("%s %s external_ids %s, want %s", table, got, strings.TrimSpace(ids), want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
 	}
 	if !slices.Contains(ready, taken[0]) {
 		t.Errorf("the first pod got host interface %s, want one of the ready warm ports %v", taken[0], ready)

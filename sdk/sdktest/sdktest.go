@@ -13,6 +13,7 @@ package sdktest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -117,6 +118,7 @@ type Host struct {
 	batches []*flow.Batch
 	flows   []flow.Flow
 	ports   map[string]sdk.Port
+	labels  map[string]map[string]string // external_ids by port
 	synced  int
 	outs    []sdk.PacketOut
 	// ApplyErr, if set, decides whether a batch is refused.
@@ -173,7 +175,41 @@ func (h *Host) CreatePort(_ context.Context, req sdk.PortRequest) (sdk.Port, err
 		p.OFPort = req.OFPort
 	}
 	h.ports[req.Name] = p
+	if h.labels == nil {
+		h.labels = map[string]map[string]string{}
+	}
+	h.labels[req.Name] = maps.Clone(req.ExternalIDs)
 	return p, nil
+}
+
+var _ sdk.PortLabeler = (*Host)(nil)
+
+// LabelPort sets (or, with an empty value, removes) external_ids of a
+// created port, as the agent does; PortLabels reads them back.
+func (h *Host) LabelPort(_ context.Context, name string, externalIDs map[string]string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.ports[name]; !ok {
+		return fmt.Errorf("%w: port %q", sdk.ErrNotFound, name)
+	}
+	if h.labels[name] == nil {
+		h.labels[name] = map[string]string{}
+	}
+	for k, v := range externalIDs {
+		if v == "" {
+			delete(h.labels[name], k)
+		} else {
+			h.labels[name][k] = v
+		}
+	}
+	return nil
+}
+
+// PortLabels returns a port's external_ids, as created and labelled.
+func (h *Host) PortLabels(name string) map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.labels[name])
 }
 
 // WaitPort returns a port created or added with AddPort: the fake host
@@ -187,6 +223,7 @@ func (h *Host) DeletePort(_ context.Context, name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.ports, name)
+	delete(h.labels, name)
 	return nil
 }
 

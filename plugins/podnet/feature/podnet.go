@@ -460,6 +460,10 @@ func (p *Podnet) NodeFactsChanged(ctx context.Context, req sdk.NodeFactsChangedR
 				p.log.Info("pod MTU changed; pods created from now on get it", "mtu", mtu, "old_mtu", p.mtu)
 				p.mtu = mtu
 				p.mtuNow.Store(int64(mtu))
+				if p.pool != nil {
+					// So the next ADD finds a pair of the new MTU ready.
+					p.pool.Retune()
+				}
 			}
 		}
 	}
@@ -622,6 +626,9 @@ func (p *Podnet) CNIAdd(ctx context.Context, req sdk.CNIAddRequest, resp *sdk.CN
 		hostIf, vc.HostIfName, vc.LowerIfName = wp.Name, wp.Name, veth.LowerName(wp.Name)
 		ofport = wp.OFPort
 		nflows, err = p.adoptWarm(ctx, vc, ofport, phase)
+		if err == nil {
+			p.pool.Label(hostIf, podExternalIDs(a))
+		}
 	} else {
 		ofport, nflows, err = p.attachNew(ctx, a, vc, phase)
 	}
@@ -673,8 +680,7 @@ func (p *Podnet) attachNew(ctx context.Context, a sdk.CNIArgs, vc veth.Config, p
 	}
 	portc := make(chan createdPort, 1)
 	go func() {
-		port, err := p.host.CreatePort(ctx, sdk.PortRequest{Name: hostIf, NoWait: true, ExternalIDs: map[string]string{
-			"switchyard.dev/pod": a.PodNamespace + "/" + a.PodName, "switchyard.dev/container": a.ContainerID}})
+		port, err := p.host.CreatePort(ctx, sdk.PortRequest{Name: hostIf, NoWait: true, ExternalIDs: podExternalIDs(a)})
 		portc <- createdPort{port, err}
 	}()
 	vethErr := veth.Configure(vc)
@@ -724,6 +730,11 @@ func (p *Podnet) takeWarm(log *slog.Logger, hostIf string, mtu int) (warm.Port, 
 	return wp, ok
 }
 
+// podExternalIDs name the pod on its OVS port, for operators.
+func podExternalIDs(a sdk.CNIArgs) map[string]string {
+	return map[string]string{"switchyard.dev/pod": a.PodNamespace + "/" + a.PodName, "switchyard.dev/container": a.ContainerID}
+}
+
 // adoptWarm makes the pod's interface on a warm pair while the pod's
 // flows go in: the port is attached already, so neither waits for
 // ovs-vswitchd to attach anything.
@@ -761,7 +772,8 @@ func (p *Podnet) openPool(ctx context.Context) error {
 	for _, pair := range claimed {
 		pairs[pair] = true
 	}
-	o := warm.Options{Size: p.cfg.WarmPorts, Dir: filepath.Join(p.cfg.StateDir, "warm-ports"), Host: p.host, Log: p.log,
+	labeler, _ := p.host.(sdk.PortLabeler)
+	o := warm.Options{Size: p.cfg.WarmPorts, Dir: filepath.Join(p.cfg.StateDir, "warm-ports"), Host: p.host, Log: p.log, Labeler: labeler,
 		NoTxChecksum: p.noTxCsum, MTU: func() int { return int(p.mtuNow.Load()) }, Claimed: func(name string) bool { return pairs[name] }}
 	if p.cfg.WarmPorts == 0 {
 		// A pool that was on before: sweep what it left.

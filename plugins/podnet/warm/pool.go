@@ -45,6 +45,9 @@ type Options struct {
 	// handed to a pod before the process died (Take's claim was written):
 	// such a pair is the pod's and is not swept.
 	Claimed func(name string) bool
+	// Labeler, if the host has one, names a taken pair's pod on its OVS
+	// port (Label).
+	Labeler sdk.PortLabeler
 }
 
 // Port is one warm pair: Name is its host end, attached to the switch as
@@ -57,9 +60,7 @@ type Port struct {
 }
 
 // ExternalIDs mark the OVS port of a pair the pool made. The mark stays
-// when a pod takes the pair (the host sets external IDs only when it
-// creates a port): the agent's interface record names the pod of each
-// host interface.
+// when a pod takes the pair; Label adds the pod's name.
 var ExternalIDs = map[string]string{"switchyard.dev/origin": "warm-pool", sdk.ExternalIDNodeVeth: "true"}
 
 // Pool keeps Options.Size pairs attached and refills in the background.
@@ -71,7 +72,13 @@ type Pool struct {
 
 	mu     sync.Mutex
 	ready  []Port
+	labels []label // for taken pairs, applied at the next quiet moment
 	closed bool
+}
+
+type label struct {
+	port string
+	ids  map[string]string
 }
 
 // refill backoff after a failed pair: the switch or the kernel refused,
@@ -192,17 +199,7 @@ func (p *Pool) Take(mtu int, claim func(name string) error) (Port, bool, error) 
 		p.mu.Unlock()
 		return Port{}, false, nil
 	}
-	current := p.o.MTU()
-	var stale []Port
-	keep := p.ready[:0]
-	for _, r := range p.ready {
-		if r.MTU != current {
-			stale = append(stale, r)
-		} else {
-			keep = append(keep, r)
-		}
-	}
-	p.ready = keep
+	stale := p.takeStale()
 	i := len(p.ready) - 1
 	for ; i >= 0 && p.ready[i].MTU != mtu; i-- {
 	}
@@ -230,12 +227,78 @@ func (p *Pool) Take(mtu int, claim func(name string) error) (Port, bool, error) 
 	return got, true, nil
 }
 
+// takeStale removes the ready pairs of an MTU the node no longer uses
+// from the pool and returns them. Called with p.mu held.
+func (p *Pool) takeStale() []Port {
+	current := p.o.MTU()
+	var stale []Port
+	keep := p.ready[:0]
+	for _, r := range p.ready {
+		if r.MTU != current {
+			stale = append(stale, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	p.ready = keep
+	return stale
+}
+
+// Retune replaces the ready pairs made for an MTU the node no longer
+// uses (Options.MTU changed), in the background: the caller calls it when
+// the pod MTU changes, so the next ADD finds a pair of the new one.
+func (p *Pool) Retune() {
+	p.mu.Lock()
+	var stale []Port
+	if !p.closed {
+		stale = p.takeStale()
+	}
+	p.mu.Unlock()
+	if len(stale) > 0 {
+		go func() {
+			p.drop(stale)
+			p.wake()
+		}()
+	}
+}
+
 // Refill asks the pool to replace the pairs taken. The caller calls it
 // once its ADD no longer needs the switch: attaching a new port keeps
 // ovs-vswitchd's main loop busy for milliseconds, and the ADD's own flows
 // would wait behind it. The refill starts at the next quiet moment
 // (refillQuiet).
 func (p *Pool) Refill() { p.wake() }
+
+// Label sets ids on a taken pair's OVS port (the pod's name, as a port
+// made for the pod carries from its creation) at the next quiet moment,
+// with the refill: each OVSDB change costs ovs-vswitchd a
+// reconfiguration, which an ADD in flight would wait behind. A port gone
+// by then (its pod deleted) is skipped.
+func (p *Pool) Label(port string, ids map[string]string) {
+	if p.o.Labeler == nil {
+		return
+	}
+	p.mu.Lock()
+	p.labels = append(p.labels, label{port, ids})
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *Pool) applyLabels(ctx context.Context) {
+	p.mu.Lock()
+	pending := p.labels
+	p.labels = nil
+	p.mu.Unlock()
+	for _, l := range pending {
+		err := p.o.Labeler.LabelPort(ctx, l.port, l.ids)
+		switch {
+		case errors.Is(err, sdk.ErrNotFound):
+			p.o.Log.Debug("a taken warm port was gone before it could be labelled", "port", l.port)
+		case err != nil:
+			p.o.Log.Warn("could not name the pod on its warm port in OVSDB; the agent's interface record still does", "port", l.port, "error", err)
+		}
+	}
+}
 
 func (p *Pool) wake() {
 	select {
@@ -311,6 +374,7 @@ func (p *Pool) refill(ctx context.Context) {
 	defer close(p.done)
 	backoff := minBackoff
 	for {
+		p.applyLabels(ctx)
 		for p.missing() > 0 && ctx.Err() == nil {
 			port, err := p.fill(ctx)
 			if err != nil {

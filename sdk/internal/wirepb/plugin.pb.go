@@ -3368,6 +3368,59 @@ func (x *PortName) GetName() string {
 	return ""
 }
 
+type LabelPortRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// An empty value removes the key.
+	ExternalIds   map[string]string `protobuf:"bytes,2,rep,name=external_ids,json=externalIds,proto3" json:"external_ids,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelPortRequest) Reset() {
+	*x = LabelPortRequest{}
+	mi := &file_plugin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelPortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelPortRequest) ProtoMessage() {}
+
+func (x *LabelPortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelPortRequest.ProtoReflect.Descriptor instead.
+func (*LabelPortRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *LabelPortRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LabelPortRequest) GetExternalIds() map[string]string {
+	if x != nil {
+		return x.ExternalIds
+	}
+	return nil
+}
+
 type Port struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3382,7 +3435,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_plugin_proto_msgTypes[46]
+	mi := &file_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3447,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[46]
+	mi := &file_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3460,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{46}
+	return file_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Port) GetName() string {
@@ -3467,7 +3520,7 @@ type PacketOutRequest struct {
 
 func (x *PacketOutRequest) Reset() {
 	*x = PacketOutRequest{}
-	mi := &file_plugin_proto_msgTypes[47]
+	mi := &file_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3532,7 @@ func (x *PacketOutRequest) String() string {
 func (*PacketOutRequest) ProtoMessage() {}
 
 func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[47]
+	mi := &file_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3545,7 @@ func (x *PacketOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PacketOutRequest.ProtoReflect.Descriptor instead.
 func (*PacketOutRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{47}
+	return file_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PacketOutRequest) GetInPort() uint32 {
@@ -3541,7 +3594,7 @@ type FlowsRequest struct {
 
 func (x *FlowsRequest) Reset() {
 	*x = FlowsRequest{}
-	mi := &file_plugin_proto_msgTypes[48]
+	mi := &file_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3606,7 @@ func (x *FlowsRequest) String() string {
 func (*FlowsRequest) ProtoMessage() {}
 
 func (x *FlowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[48]
+	mi := &file_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3619,7 @@ func (x *FlowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowsRequest.ProtoReflect.Descriptor instead.
 func (*FlowsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{48}
+	return file_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FlowsRequest) GetTable() string {
@@ -3602,7 +3655,7 @@ type FlowStat struct {
 
 func (x *FlowStat) Reset() {
 	*x = FlowStat{}
-	mi := &file_plugin_proto_msgTypes[49]
+	mi := &file_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3667,7 @@ func (x *FlowStat) String() string {
 func (*FlowStat) ProtoMessage() {}
 
 func (x *FlowStat) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[49]
+	mi := &file_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3680,7 @@ func (x *FlowStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStat.ProtoReflect.Descriptor instead.
 func (*FlowStat) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{49}
+	return file_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FlowStat) GetFlow() *Flow {
@@ -3667,7 +3720,7 @@ type FlowsResponse struct {
 
 func (x *FlowsResponse) Reset() {
 	*x = FlowsResponse{}
-	mi := &file_plugin_proto_msgTypes[50]
+	mi := &file_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +3732,7 @@ func (x *FlowsResponse) String() string {
 func (*FlowsResponse) ProtoMessage() {}
 
 func (x *FlowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[50]
+	mi := &file_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +3745,7 @@ func (x *FlowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowsResponse.ProtoReflect.Descriptor instead.
 func (*FlowsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{50}
+	return file_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FlowsResponse) GetFlows() []*FlowStat {
@@ -3713,7 +3766,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_plugin_proto_msgTypes[51]
+	mi := &file_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3725,7 +3778,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[51]
+	mi := &file_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3738,7 +3791,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{51}
+	return file_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatsRequest) GetIds() []uint32 {
@@ -3758,7 +3811,7 @@ type Counter struct {
 
 func (x *Counter) Reset() {
 	*x = Counter{}
-	mi := &file_plugin_proto_msgTypes[52]
+	mi := &file_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3823,7 @@ func (x *Counter) String() string {
 func (*Counter) ProtoMessage() {}
 
 func (x *Counter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[52]
+	mi := &file_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3836,7 @@ func (x *Counter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counter.ProtoReflect.Descriptor instead.
 func (*Counter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{52}
+	return file_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Counter) GetPackets() uint64 {
@@ -3814,7 +3867,7 @@ type GroupStat struct {
 
 func (x *GroupStat) Reset() {
 	*x = GroupStat{}
-	mi := &file_plugin_proto_msgTypes[53]
+	mi := &file_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +3879,7 @@ func (x *GroupStat) String() string {
 func (*GroupStat) ProtoMessage() {}
 
 func (x *GroupStat) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[53]
+	mi := &file_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +3892,7 @@ func (x *GroupStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStat.ProtoReflect.Descriptor instead.
 func (*GroupStat) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{53}
+	return file_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GroupStat) GetId() uint32 {
@@ -3893,7 +3946,7 @@ type GroupStatsResponse struct {
 
 func (x *GroupStatsResponse) Reset() {
 	*x = GroupStatsResponse{}
-	mi := &file_plugin_proto_msgTypes[54]
+	mi := &file_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3905,7 +3958,7 @@ func (x *GroupStatsResponse) String() string {
 func (*GroupStatsResponse) ProtoMessage() {}
 
 func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[54]
+	mi := &file_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3918,7 +3971,7 @@ func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
 func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{54}
+	return file_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GroupStatsResponse) GetGroups() []*GroupStat {
@@ -3942,7 +3995,7 @@ type MeterStat struct {
 
 func (x *MeterStat) Reset() {
 	*x = MeterStat{}
-	mi := &file_plugin_proto_msgTypes[55]
+	mi := &file_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4007,7 @@ func (x *MeterStat) String() string {
 func (*MeterStat) ProtoMessage() {}
 
 func (x *MeterStat) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[55]
+	mi := &file_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4020,7 @@ func (x *MeterStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterStat.ProtoReflect.Descriptor instead.
 func (*MeterStat) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{55}
+	return file_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MeterStat) GetId() uint32 {
@@ -4021,7 +4074,7 @@ type MeterStatsResponse struct {
 
 func (x *MeterStatsResponse) Reset() {
 	*x = MeterStatsResponse{}
-	mi := &file_plugin_proto_msgTypes[56]
+	mi := &file_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4086,7 @@ func (x *MeterStatsResponse) String() string {
 func (*MeterStatsResponse) ProtoMessage() {}
 
 func (x *MeterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[56]
+	mi := &file_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4099,7 @@ func (x *MeterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeterStatsResponse.ProtoReflect.Descriptor instead.
 func (*MeterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{56}
+	return file_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MeterStatsResponse) GetMeters() []*MeterStat {
@@ -4069,7 +4122,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_plugin_proto_msgTypes[57]
+	mi := &file_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4134,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[57]
+	mi := &file_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4147,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{57}
+	return file_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Resource) GetKind() uint32 {
@@ -4139,7 +4192,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_plugin_proto_msgTypes[58]
+	mi := &file_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4204,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[58]
+	mi := &file_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4217,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{58}
+	return file_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Grant) GetKind() uint32 {
@@ -4212,7 +4265,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_plugin_proto_msgTypes[59]
+	mi := &file_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4277,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[59]
+	mi := &file_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4290,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{59}
+	return file_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Endpoint) GetUrl() string {
@@ -4264,7 +4317,7 @@ type ClusterAccess struct {
 
 func (x *ClusterAccess) Reset() {
 	*x = ClusterAccess{}
-	mi := &file_plugin_proto_msgTypes[60]
+	mi := &file_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +4329,7 @@ func (x *ClusterAccess) String() string {
 func (*ClusterAccess) ProtoMessage() {}
 
 func (x *ClusterAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[60]
+	mi := &file_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +4342,7 @@ func (x *ClusterAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterAccess.ProtoReflect.Descriptor instead.
 func (*ClusterAccess) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{60}
+	return file_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterAccess) GetApiserver() *Endpoint {
@@ -4317,7 +4370,7 @@ type TokenReply struct {
 
 func (x *TokenReply) Reset() {
 	*x = TokenReply{}
-	mi := &file_plugin_proto_msgTypes[61]
+	mi := &file_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4382,7 @@ func (x *TokenReply) String() string {
 func (*TokenReply) ProtoMessage() {}
 
 func (x *TokenReply) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[61]
+	mi := &file_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4395,7 @@ func (x *TokenReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenReply.ProtoReflect.Descriptor instead.
 func (*TokenReply) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{61}
+	return file_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TokenReply) GetToken() string {
@@ -4369,7 +4422,7 @@ type NodeFactsChangedRequest struct {
 
 func (x *NodeFactsChangedRequest) Reset() {
 	*x = NodeFactsChangedRequest{}
-	mi := &file_plugin_proto_msgTypes[62]
+	mi := &file_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4381,7 +4434,7 @@ func (x *NodeFactsChangedRequest) String() string {
 func (*NodeFactsChangedRequest) ProtoMessage() {}
 
 func (x *NodeFactsChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[62]
+	mi := &file_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4394,7 +4447,7 @@ func (x *NodeFactsChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFactsChangedRequest.ProtoReflect.Descriptor instead.
 func (*NodeFactsChangedRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{62}
+	return file_plugin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeFactsChangedRequest) GetOld() *Facts {
@@ -4426,7 +4479,7 @@ type ConntrackFlushRequest struct {
 
 func (x *ConntrackFlushRequest) Reset() {
 	*x = ConntrackFlushRequest{}
-	mi := &file_plugin_proto_msgTypes[63]
+	mi := &file_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4438,7 +4491,7 @@ func (x *ConntrackFlushRequest) String() string {
 func (*ConntrackFlushRequest) ProtoMessage() {}
 
 func (x *ConntrackFlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[63]
+	mi := &file_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4451,7 +4504,7 @@ func (x *ConntrackFlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackFlushRequest.ProtoReflect.Descriptor instead.
 func (*ConntrackFlushRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{63}
+	return file_plugin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ConntrackFlushRequest) GetZone() uint32 {
@@ -4494,7 +4547,7 @@ type ConntrackTuple struct {
 
 func (x *ConntrackTuple) Reset() {
 	*x = ConntrackTuple{}
-	mi := &file_plugin_proto_msgTypes[64]
+	mi := &file_plugin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4559,7 @@ func (x *ConntrackTuple) String() string {
 func (*ConntrackTuple) ProtoMessage() {}
 
 func (x *ConntrackTuple) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[64]
+	mi := &file_plugin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4572,7 @@ func (x *ConntrackTuple) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConntrackTuple.ProtoReflect.Descriptor instead.
 func (*ConntrackTuple) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{64}
+	return file_plugin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ConntrackTuple) GetSrc() []byte {
@@ -4565,7 +4618,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_plugin_proto_msgTypes[65]
+	mi := &file_plugin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +4630,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[65]
+	mi := &file_plugin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +4643,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{65}
+	return file_plugin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Metric) GetName() string {
@@ -4637,7 +4690,7 @@ type MetricsResponse struct {
 
 func (x *MetricsResponse) Reset() {
 	*x = MetricsResponse{}
-	mi := &file_plugin_proto_msgTypes[66]
+	mi := &file_plugin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4649,7 +4702,7 @@ func (x *MetricsResponse) String() string {
 func (*MetricsResponse) ProtoMessage() {}
 
 func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[66]
+	mi := &file_plugin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4662,7 +4715,7 @@ func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
 func (*MetricsResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{66}
+	return file_plugin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *MetricsResponse) GetMetrics() []*Metric {
@@ -4686,7 +4739,7 @@ type DescribeFlowRequest struct {
 
 func (x *DescribeFlowRequest) Reset() {
 	*x = DescribeFlowRequest{}
-	mi := &file_plugin_proto_msgTypes[67]
+	mi := &file_plugin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4698,7 +4751,7 @@ func (x *DescribeFlowRequest) String() string {
 func (*DescribeFlowRequest) ProtoMessage() {}
 
 func (x *DescribeFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[67]
+	mi := &file_plugin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4711,7 +4764,7 @@ func (x *DescribeFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFlowRequest.ProtoReflect.Descriptor instead.
 func (*DescribeFlowRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{67}
+	return file_plugin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DescribeFlowRequest) GetTable() string {
@@ -4752,7 +4805,7 @@ type DescribeFlowResponse struct {
 
 func (x *DescribeFlowResponse) Reset() {
 	*x = DescribeFlowResponse{}
-	mi := &file_plugin_proto_msgTypes[68]
+	mi := &file_plugin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4764,7 +4817,7 @@ func (x *DescribeFlowResponse) String() string {
 func (*DescribeFlowResponse) ProtoMessage() {}
 
 func (x *DescribeFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[68]
+	mi := &file_plugin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4777,7 +4830,7 @@ func (x *DescribeFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFlowResponse.ProtoReflect.Descriptor instead.
 func (*DescribeFlowResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{68}
+	return file_plugin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DescribeFlowResponse) GetDescription() string {
@@ -5062,7 +5115,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
 	"\bPortName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x9d\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xc2\x01\n" +
+	"\x10LabelPortRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12Z\n" +
+	"\fexternal_ids\x18\x02 \x03(\v27.switchyard.plugin.v1.LabelPortRequest.ExternalIdsEntryR\vexternalIds\x1a>\n" +
+	"\x10ExternalIdsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x01\n" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06ofport\x18\x02 \x01(\rR\x06ofport\x12\x10\n" +
@@ -5206,7 +5265,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\vFlowRemoved\x12(.switchyard.plugin.v1.FlowRemovedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12^\n" +
 	"\x10NodeFactsChanged\x12-.switchyard.plugin.v1.NodeFactsChangedRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12M\n" +
 	"\aMetrics\x12\x1b.switchyard.plugin.v1.Empty\x1a%.switchyard.plugin.v1.MetricsResponse\x12e\n" +
-	"\fDescribeFlow\x12).switchyard.plugin.v1.DescribeFlowRequest\x1a*.switchyard.plugin.v1.DescribeFlowResponse2\x86\b\n" +
+	"\fDescribeFlow\x12).switchyard.plugin.v1.DescribeFlowRequest\x1a*.switchyard.plugin.v1.DescribeFlowResponse2\xd8\b\n" +
 	"\x04Host\x12L\n" +
 	"\x05Apply\x12\x1e.switchyard.plugin.v1.RawBatch\x1a#.switchyard.plugin.v1.ApplyResponse\x12K\n" +
 	"\n" +
@@ -5224,7 +5283,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"MeterStats\x12\".switchyard.plugin.v1.StatsRequest\x1a(.switchyard.plugin.v1.MeterStatsResponse\x12F\n" +
 	"\x05Token\x12\x1b.switchyard.plugin.v1.Empty\x1a .switchyard.plugin.v1.TokenReply\x12Z\n" +
-	"\x0eFlushConntrack\x12+.switchyard.plugin.v1.ConntrackFlushRequest\x1a\x1b.switchyard.plugin.v1.EmptyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
+	"\x0eFlushConntrack\x12+.switchyard.plugin.v1.ConntrackFlushRequest\x1a\x1b.switchyard.plugin.v1.Empty\x12P\n" +
+	"\tLabelPort\x12&.switchyard.plugin.v1.LabelPortRequest\x1a\x1b.switchyard.plugin.v1.EmptyB/Z-switchyard.dev/switchyard/sdk/internal/wirepbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -5239,7 +5299,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_plugin_proto_goTypes = []any{
 	(ActionKind)(0),                  // 0: switchyard.plugin.v1.ActionKind
 	(*Empty)(nil),                    // 1: switchyard.plugin.v1.Empty
@@ -5288,46 +5348,48 @@ var file_plugin_proto_goTypes = []any{
 	(*ApplyResponse)(nil),            // 44: switchyard.plugin.v1.ApplyResponse
 	(*PortRequest)(nil),              // 45: switchyard.plugin.v1.PortRequest
 	(*PortName)(nil),                 // 46: switchyard.plugin.v1.PortName
-	(*Port)(nil),                     // 47: switchyard.plugin.v1.Port
-	(*PacketOutRequest)(nil),         // 48: switchyard.plugin.v1.PacketOutRequest
-	(*FlowsRequest)(nil),             // 49: switchyard.plugin.v1.FlowsRequest
-	(*FlowStat)(nil),                 // 50: switchyard.plugin.v1.FlowStat
-	(*FlowsResponse)(nil),            // 51: switchyard.plugin.v1.FlowsResponse
-	(*StatsRequest)(nil),             // 52: switchyard.plugin.v1.StatsRequest
-	(*Counter)(nil),                  // 53: switchyard.plugin.v1.Counter
-	(*GroupStat)(nil),                // 54: switchyard.plugin.v1.GroupStat
-	(*GroupStatsResponse)(nil),       // 55: switchyard.plugin.v1.GroupStatsResponse
-	(*MeterStat)(nil),                // 56: switchyard.plugin.v1.MeterStat
-	(*MeterStatsResponse)(nil),       // 57: switchyard.plugin.v1.MeterStatsResponse
-	(*Resource)(nil),                 // 58: switchyard.plugin.v1.Resource
-	(*Grant)(nil),                    // 59: switchyard.plugin.v1.Grant
-	(*Endpoint)(nil),                 // 60: switchyard.plugin.v1.Endpoint
-	(*ClusterAccess)(nil),            // 61: switchyard.plugin.v1.ClusterAccess
-	(*TokenReply)(nil),               // 62: switchyard.plugin.v1.TokenReply
-	(*NodeFactsChangedRequest)(nil),  // 63: switchyard.plugin.v1.NodeFactsChangedRequest
-	(*ConntrackFlushRequest)(nil),    // 64: switchyard.plugin.v1.ConntrackFlushRequest
-	(*ConntrackTuple)(nil),           // 65: switchyard.plugin.v1.ConntrackTuple
-	(*Metric)(nil),                   // 66: switchyard.plugin.v1.Metric
-	(*MetricsResponse)(nil),          // 67: switchyard.plugin.v1.MetricsResponse
-	(*DescribeFlowRequest)(nil),      // 68: switchyard.plugin.v1.DescribeFlowRequest
-	(*DescribeFlowResponse)(nil),     // 69: switchyard.plugin.v1.DescribeFlowResponse
-	nil,                              // 70: switchyard.plugin.v1.Assignment.TablesEntry
-	nil,                              // 71: switchyard.plugin.v1.Assignment.FieldsEntry
-	nil,                              // 72: switchyard.plugin.v1.Assignment.GrantsEntry
-	nil,                              // 73: switchyard.plugin.v1.PortRequest.OptionsEntry
-	nil,                              // 74: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	nil,                              // 75: switchyard.plugin.v1.Metric.LabelsEntry
+	(*LabelPortRequest)(nil),         // 47: switchyard.plugin.v1.LabelPortRequest
+	(*Port)(nil),                     // 48: switchyard.plugin.v1.Port
+	(*PacketOutRequest)(nil),         // 49: switchyard.plugin.v1.PacketOutRequest
+	(*FlowsRequest)(nil),             // 50: switchyard.plugin.v1.FlowsRequest
+	(*FlowStat)(nil),                 // 51: switchyard.plugin.v1.FlowStat
+	(*FlowsResponse)(nil),            // 52: switchyard.plugin.v1.FlowsResponse
+	(*StatsRequest)(nil),             // 53: switchyard.plugin.v1.StatsRequest
+	(*Counter)(nil),                  // 54: switchyard.plugin.v1.Counter
+	(*GroupStat)(nil),                // 55: switchyard.plugin.v1.GroupStat
+	(*GroupStatsResponse)(nil),       // 56: switchyard.plugin.v1.GroupStatsResponse
+	(*MeterStat)(nil),                // 57: switchyard.plugin.v1.MeterStat
+	(*MeterStatsResponse)(nil),       // 58: switchyard.plugin.v1.MeterStatsResponse
+	(*Resource)(nil),                 // 59: switchyard.plugin.v1.Resource
+	(*Grant)(nil),                    // 60: switchyard.plugin.v1.Grant
+	(*Endpoint)(nil),                 // 61: switchyard.plugin.v1.Endpoint
+	(*ClusterAccess)(nil),            // 62: switchyard.plugin.v1.ClusterAccess
+	(*TokenReply)(nil),               // 63: switchyard.plugin.v1.TokenReply
+	(*NodeFactsChangedRequest)(nil),  // 64: switchyard.plugin.v1.NodeFactsChangedRequest
+	(*ConntrackFlushRequest)(nil),    // 65: switchyard.plugin.v1.ConntrackFlushRequest
+	(*ConntrackTuple)(nil),           // 66: switchyard.plugin.v1.ConntrackTuple
+	(*Metric)(nil),                   // 67: switchyard.plugin.v1.Metric
+	(*MetricsResponse)(nil),          // 68: switchyard.plugin.v1.MetricsResponse
+	(*DescribeFlowRequest)(nil),      // 69: switchyard.plugin.v1.DescribeFlowRequest
+	(*DescribeFlowResponse)(nil),     // 70: switchyard.plugin.v1.DescribeFlowResponse
+	nil,                              // 71: switchyard.plugin.v1.Assignment.TablesEntry
+	nil,                              // 72: switchyard.plugin.v1.Assignment.FieldsEntry
+	nil,                              // 73: switchyard.plugin.v1.Assignment.GrantsEntry
+	nil,                              // 74: switchyard.plugin.v1.PortRequest.OptionsEntry
+	nil,                              // 75: switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	nil,                              // 76: switchyard.plugin.v1.LabelPortRequest.ExternalIdsEntry
+	nil,                              // 77: switchyard.plugin.v1.Metric.LabelsEntry
 }
 var file_plugin_proto_depIdxs = []int32{
 	4,  // 0: switchyard.plugin.v1.DescribeResponse.tables:type_name -> switchyard.plugin.v1.Table
 	3,  // 1: switchyard.plugin.v1.DescribeResponse.fields:type_name -> switchyard.plugin.v1.Field
-	58, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
-	70, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
-	71, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
-	72, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
+	59, // 2: switchyard.plugin.v1.DescribeResponse.resources:type_name -> switchyard.plugin.v1.Resource
+	71, // 3: switchyard.plugin.v1.Assignment.tables:type_name -> switchyard.plugin.v1.Assignment.TablesEntry
+	72, // 4: switchyard.plugin.v1.Assignment.fields:type_name -> switchyard.plugin.v1.Assignment.FieldsEntry
+	73, // 5: switchyard.plugin.v1.Assignment.grants:type_name -> switchyard.plugin.v1.Assignment.GrantsEntry
 	7,  // 6: switchyard.plugin.v1.StartRequest.assignment:type_name -> switchyard.plugin.v1.Assignment
 	27, // 7: switchyard.plugin.v1.StartRequest.node:type_name -> switchyard.plugin.v1.Facts
-	61, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
+	62, // 8: switchyard.plugin.v1.StartRequest.cluster:type_name -> switchyard.plugin.v1.ClusterAccess
 	18, // 9: switchyard.plugin.v1.StartRequest.attachments:type_name -> switchyard.plugin.v1.PodInterface
 	13, // 10: switchyard.plugin.v1.CNIGCRequest.valid:type_name -> switchyard.plugin.v1.CNIAttachment
 	16, // 11: switchyard.plugin.v1.CNIAddResponse.ips:type_name -> switchyard.plugin.v1.IPConfig
@@ -5362,84 +5424,87 @@ var file_plugin_proto_depIdxs = []int32{
 	37, // 40: switchyard.plugin.v1.Batch.flows:type_name -> switchyard.plugin.v1.Flow
 	39, // 41: switchyard.plugin.v1.Batch.groups:type_name -> switchyard.plugin.v1.Group
 	41, // 42: switchyard.plugin.v1.Batch.meters:type_name -> switchyard.plugin.v1.Meter
-	73, // 43: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
-	74, // 44: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
-	36, // 45: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
-	37, // 46: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
-	50, // 47: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
-	53, // 48: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
-	54, // 49: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
-	53, // 50: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
-	56, // 51: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
-	60, // 52: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
-	60, // 53: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
-	27, // 54: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
-	27, // 55: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
-	65, // 56: switchyard.plugin.v1.ConntrackFlushRequest.orig:type_name -> switchyard.plugin.v1.ConntrackTuple
-	65, // 57: switchyard.plugin.v1.ConntrackFlushRequest.reply:type_name -> switchyard.plugin.v1.ConntrackTuple
-	75, // 58: switchyard.plugin.v1.Metric.labels:type_name -> switchyard.plugin.v1.Metric.LabelsEntry
-	66, // 59: switchyard.plugin.v1.MetricsResponse.metrics:type_name -> switchyard.plugin.v1.Metric
-	6,  // 60: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
-	59, // 61: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
-	2,  // 62: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
-	8,  // 63: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
-	10, // 64: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
-	12, // 65: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 66: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
-	12, // 67: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
-	14, // 68: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
-	20, // 69: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
-	21, // 70: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
-	26, // 71: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
-	24, // 72: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
-	63, // 73: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
-	1,  // 74: switchyard.plugin.v1.Feature.Metrics:input_type -> switchyard.plugin.v1.Empty
-	68, // 75: switchyard.plugin.v1.Feature.DescribeFlow:input_type -> switchyard.plugin.v1.DescribeFlowRequest
-	43, // 76: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
-	45, // 77: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
-	46, // 78: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
-	46, // 79: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
-	46, // 80: switchyard.plugin.v1.Host.WaitPort:input_type -> switchyard.plugin.v1.PortName
-	48, // 81: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
-	1,  // 82: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
-	1,  // 83: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
-	49, // 84: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
-	52, // 85: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
-	52, // 86: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
-	1,  // 87: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
-	64, // 88: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
-	5,  // 89: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
-	9,  // 90: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
-	11, // 91: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
-	19, // 92: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
-	1,  // 93: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
-	1,  // 94: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
-	15, // 95: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
-	1,  // 96: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 97: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
-	1,  // 98: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
-	1,  // 99: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
-	1,  // 100: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
-	67, // 101: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
-	69, // 102: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
-	44, // 103: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
-	47, // 104: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
-	1,  // 105: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
-	47, // 106: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
-	47, // 107: switchyard.plugin.v1.Host.WaitPort:output_type -> switchyard.plugin.v1.Port
-	1,  // 108: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
-	27, // 109: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
-	1,  // 110: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
-	51, // 111: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
-	55, // 112: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
-	57, // 113: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
-	62, // 114: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
-	1,  // 115: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
-	89, // [89:116] is the sub-list for method output_type
-	62, // [62:89] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	74, // 43: switchyard.plugin.v1.PortRequest.options:type_name -> switchyard.plugin.v1.PortRequest.OptionsEntry
+	75, // 44: switchyard.plugin.v1.PortRequest.external_ids:type_name -> switchyard.plugin.v1.PortRequest.ExternalIdsEntry
+	76, // 45: switchyard.plugin.v1.LabelPortRequest.external_ids:type_name -> switchyard.plugin.v1.LabelPortRequest.ExternalIdsEntry
+	36, // 46: switchyard.plugin.v1.PacketOutRequest.actions:type_name -> switchyard.plugin.v1.Action
+	37, // 47: switchyard.plugin.v1.FlowStat.flow:type_name -> switchyard.plugin.v1.Flow
+	51, // 48: switchyard.plugin.v1.FlowsResponse.flows:type_name -> switchyard.plugin.v1.FlowStat
+	54, // 49: switchyard.plugin.v1.GroupStat.buckets:type_name -> switchyard.plugin.v1.Counter
+	55, // 50: switchyard.plugin.v1.GroupStatsResponse.groups:type_name -> switchyard.plugin.v1.GroupStat
+	54, // 51: switchyard.plugin.v1.MeterStat.bands:type_name -> switchyard.plugin.v1.Counter
+	57, // 52: switchyard.plugin.v1.MeterStatsResponse.meters:type_name -> switchyard.plugin.v1.MeterStat
+	61, // 53: switchyard.plugin.v1.ClusterAccess.apiserver:type_name -> switchyard.plugin.v1.Endpoint
+	61, // 54: switchyard.plugin.v1.ClusterAccess.controller:type_name -> switchyard.plugin.v1.Endpoint
+	27, // 55: switchyard.plugin.v1.NodeFactsChangedRequest.old:type_name -> switchyard.plugin.v1.Facts
+	27, // 56: switchyard.plugin.v1.NodeFactsChangedRequest.new:type_name -> switchyard.plugin.v1.Facts
+	66, // 57: switchyard.plugin.v1.ConntrackFlushRequest.orig:type_name -> switchyard.plugin.v1.ConntrackTuple
+	66, // 58: switchyard.plugin.v1.ConntrackFlushRequest.reply:type_name -> switchyard.plugin.v1.ConntrackTuple
+	77, // 59: switchyard.plugin.v1.Metric.labels:type_name -> switchyard.plugin.v1.Metric.LabelsEntry
+	67, // 60: switchyard.plugin.v1.MetricsResponse.metrics:type_name -> switchyard.plugin.v1.Metric
+	6,  // 61: switchyard.plugin.v1.Assignment.FieldsEntry.value:type_name -> switchyard.plugin.v1.Bits
+	60, // 62: switchyard.plugin.v1.Assignment.GrantsEntry.value:type_name -> switchyard.plugin.v1.Grant
+	2,  // 63: switchyard.plugin.v1.Feature.Describe:input_type -> switchyard.plugin.v1.DescribeRequest
+	8,  // 64: switchyard.plugin.v1.Feature.Start:input_type -> switchyard.plugin.v1.StartRequest
+	10, // 65: switchyard.plugin.v1.Feature.Stop:input_type -> switchyard.plugin.v1.StopRequest
+	12, // 66: switchyard.plugin.v1.Feature.CNIAdd:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 67: switchyard.plugin.v1.Feature.CNIDel:input_type -> switchyard.plugin.v1.CNIRequest
+	12, // 68: switchyard.plugin.v1.Feature.CNICheck:input_type -> switchyard.plugin.v1.CNIRequest
+	14, // 69: switchyard.plugin.v1.Feature.CNIGC:input_type -> switchyard.plugin.v1.CNIGCRequest
+	20, // 70: switchyard.plugin.v1.Feature.PodInterfaceEvent:input_type -> switchyard.plugin.v1.PodInterfaceEventRequest
+	21, // 71: switchyard.plugin.v1.Feature.PacketIn:input_type -> switchyard.plugin.v1.PacketInRequest
+	26, // 72: switchyard.plugin.v1.Feature.NodeEvent:input_type -> switchyard.plugin.v1.NodeEventRequest
+	24, // 73: switchyard.plugin.v1.Feature.FlowRemoved:input_type -> switchyard.plugin.v1.FlowRemovedRequest
+	64, // 74: switchyard.plugin.v1.Feature.NodeFactsChanged:input_type -> switchyard.plugin.v1.NodeFactsChangedRequest
+	1,  // 75: switchyard.plugin.v1.Feature.Metrics:input_type -> switchyard.plugin.v1.Empty
+	69, // 76: switchyard.plugin.v1.Feature.DescribeFlow:input_type -> switchyard.plugin.v1.DescribeFlowRequest
+	43, // 77: switchyard.plugin.v1.Host.Apply:input_type -> switchyard.plugin.v1.RawBatch
+	45, // 78: switchyard.plugin.v1.Host.CreatePort:input_type -> switchyard.plugin.v1.PortRequest
+	46, // 79: switchyard.plugin.v1.Host.DeletePort:input_type -> switchyard.plugin.v1.PortName
+	46, // 80: switchyard.plugin.v1.Host.GetPort:input_type -> switchyard.plugin.v1.PortName
+	46, // 81: switchyard.plugin.v1.Host.WaitPort:input_type -> switchyard.plugin.v1.PortName
+	49, // 82: switchyard.plugin.v1.Host.PacketOut:input_type -> switchyard.plugin.v1.PacketOutRequest
+	1,  // 83: switchyard.plugin.v1.Host.NodeFacts:input_type -> switchyard.plugin.v1.Empty
+	1,  // 84: switchyard.plugin.v1.Host.Synced:input_type -> switchyard.plugin.v1.Empty
+	50, // 85: switchyard.plugin.v1.Host.Flows:input_type -> switchyard.plugin.v1.FlowsRequest
+	53, // 86: switchyard.plugin.v1.Host.GroupStats:input_type -> switchyard.plugin.v1.StatsRequest
+	53, // 87: switchyard.plugin.v1.Host.MeterStats:input_type -> switchyard.plugin.v1.StatsRequest
+	1,  // 88: switchyard.plugin.v1.Host.Token:input_type -> switchyard.plugin.v1.Empty
+	65, // 89: switchyard.plugin.v1.Host.FlushConntrack:input_type -> switchyard.plugin.v1.ConntrackFlushRequest
+	47, // 90: switchyard.plugin.v1.Host.LabelPort:input_type -> switchyard.plugin.v1.LabelPortRequest
+	5,  // 91: switchyard.plugin.v1.Feature.Describe:output_type -> switchyard.plugin.v1.DescribeResponse
+	9,  // 92: switchyard.plugin.v1.Feature.Start:output_type -> switchyard.plugin.v1.StartResponse
+	11, // 93: switchyard.plugin.v1.Feature.Stop:output_type -> switchyard.plugin.v1.StopResponse
+	19, // 94: switchyard.plugin.v1.Feature.CNIAdd:output_type -> switchyard.plugin.v1.CNIAddResponse
+	1,  // 95: switchyard.plugin.v1.Feature.CNIDel:output_type -> switchyard.plugin.v1.Empty
+	1,  // 96: switchyard.plugin.v1.Feature.CNICheck:output_type -> switchyard.plugin.v1.Empty
+	15, // 97: switchyard.plugin.v1.Feature.CNIGC:output_type -> switchyard.plugin.v1.CNIGCResponse
+	1,  // 98: switchyard.plugin.v1.Feature.PodInterfaceEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 99: switchyard.plugin.v1.Feature.PacketIn:output_type -> switchyard.plugin.v1.Empty
+	1,  // 100: switchyard.plugin.v1.Feature.NodeEvent:output_type -> switchyard.plugin.v1.Empty
+	1,  // 101: switchyard.plugin.v1.Feature.FlowRemoved:output_type -> switchyard.plugin.v1.Empty
+	1,  // 102: switchyard.plugin.v1.Feature.NodeFactsChanged:output_type -> switchyard.plugin.v1.Empty
+	68, // 103: switchyard.plugin.v1.Feature.Metrics:output_type -> switchyard.plugin.v1.MetricsResponse
+	70, // 104: switchyard.plugin.v1.Feature.DescribeFlow:output_type -> switchyard.plugin.v1.DescribeFlowResponse
+	44, // 105: switchyard.plugin.v1.Host.Apply:output_type -> switchyard.plugin.v1.ApplyResponse
+	48, // 106: switchyard.plugin.v1.Host.CreatePort:output_type -> switchyard.plugin.v1.Port
+	1,  // 107: switchyard.plugin.v1.Host.DeletePort:output_type -> switchyard.plugin.v1.Empty
+	48, // 108: switchyard.plugin.v1.Host.GetPort:output_type -> switchyard.plugin.v1.Port
+	48, // 109: switchyard.plugin.v1.Host.WaitPort:output_type -> switchyard.plugin.v1.Port
+	1,  // 110: switchyard.plugin.v1.Host.PacketOut:output_type -> switchyard.plugin.v1.Empty
+	27, // 111: switchyard.plugin.v1.Host.NodeFacts:output_type -> switchyard.plugin.v1.Facts
+	1,  // 112: switchyard.plugin.v1.Host.Synced:output_type -> switchyard.plugin.v1.Empty
+	52, // 113: switchyard.plugin.v1.Host.Flows:output_type -> switchyard.plugin.v1.FlowsResponse
+	56, // 114: switchyard.plugin.v1.Host.GroupStats:output_type -> switchyard.plugin.v1.GroupStatsResponse
+	58, // 115: switchyard.plugin.v1.Host.MeterStats:output_type -> switchyard.plugin.v1.MeterStatsResponse
+	63, // 116: switchyard.plugin.v1.Host.Token:output_type -> switchyard.plugin.v1.TokenReply
+	1,  // 117: switchyard.plugin.v1.Host.FlushConntrack:output_type -> switchyard.plugin.v1.Empty
+	1,  // 118: switchyard.plugin.v1.Host.LabelPort:output_type -> switchyard.plugin.v1.Empty
+	91, // [91:119] is the sub-list for method output_type
+	63, // [63:91] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -5453,7 +5518,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   75,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -641,6 +641,7 @@ const (
 	Host_MeterStats_FullMethodName     = "/switchyard.plugin.v1.Host/MeterStats"
 	Host_Token_FullMethodName          = "/switchyard.plugin.v1.Host/Token"
 	Host_FlushConntrack_FullMethodName = "/switchyard.plugin.v1.Host/FlushConntrack"
+	Host_LabelPort_FullMethodName      = "/switchyard.plugin.v1.Host/LabelPort"
 )
 
 // HostClient is the client API for Host service.
@@ -668,6 +669,9 @@ type HostClient interface {
 	// FlushConntrack removes conntrack entries of a zone granted to the
 	// plugin (sdk.ConntrackFlusher).
 	FlushConntrack(ctx context.Context, in *ConntrackFlushRequest, opts ...grpc.CallOption) (*Empty, error)
+	// LabelPort sets external_ids on a port of the plugin's own
+	// (sdk.PortLabeler).
+	LabelPort(ctx context.Context, in *LabelPortRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type hostClient struct {
@@ -808,6 +812,16 @@ func (c *hostClient) FlushConntrack(ctx context.Context, in *ConntrackFlushReque
 	return out, nil
 }
 
+func (c *hostClient) LabelPort(ctx context.Context, in *LabelPortRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Host_LabelPort_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -833,6 +847,9 @@ type HostServer interface {
 	// FlushConntrack removes conntrack entries of a zone granted to the
 	// plugin (sdk.ConntrackFlusher).
 	FlushConntrack(context.Context, *ConntrackFlushRequest) (*Empty, error)
+	// LabelPort sets external_ids on a port of the plugin's own
+	// (sdk.PortLabeler).
+	LabelPort(context.Context, *LabelPortRequest) (*Empty, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -881,6 +898,9 @@ func (UnimplementedHostServer) Token(context.Context, *Empty) (*TokenReply, erro
 }
 func (UnimplementedHostServer) FlushConntrack(context.Context, *ConntrackFlushRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method FlushConntrack not implemented")
+}
+func (UnimplementedHostServer) LabelPort(context.Context, *LabelPortRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method LabelPort not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -1137,6 +1157,24 @@ func _Host_FlushConntrack_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_LabelPort_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LabelPortRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).LabelPort(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_LabelPort_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).LabelPort(ctx, req.(*LabelPortRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1195,6 +1233,10 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FlushConntrack",
 			Handler:    _Host_FlushConntrack_Handler,
+		},
+		{
+			MethodName: "LabelPort",
+			Handler:    _Host_LabelPort_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
