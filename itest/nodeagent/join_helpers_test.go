@@ -32,6 +32,37 @@ func joinBins(t testing.TB) (nodeagent.Binaries, string) {
 	return nodeagent.Binaries{Agent: bins["switchyard-agent"], CNI: bins["switchyard-cni"], Plugins: map[string]string{"podnet": bins["podnet"]}}, bins["observer"]
 }
 
+// observed is one node of a cluster joined to a control plane, its agent
+// running podnet and the observer plugin "obs", which records into events.
+type observed struct {
+	cp     *controlplane.ControlPlane
+	c      *cluster.Cluster
+	n      *cluster.Node
+	a      *nodeagent.Agent
+	events string
+	obsBin string
+}
+
+// startObserved registers the node (and, with before, anything else the
+// agent should find at its start), starts its agent with podnet's extra
+// config and waits until it is ready.
+func startObserved(t *testing.T, podnet map[string]any, before func(*controlplane.ControlPlane)) observed {
+	t.Helper()
+	nb, obsBin := joinBins(t)
+	cp := controlplane.Start(t)
+	c := cluster.Start(t, cluster.Options{Nodes: 1})
+	n := c.Nodes[0]
+	registerNode(t, cp.Client, n.Name, []string{n.PodCIDR.String()}, n.UnderlayIP.String())
+	if before != nil {
+		before(cp)
+	}
+	events := filepath.Join(n.Dir, "obs.jsonl")
+	a := nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Config: map[string]map[string]any{"podnet": podnet},
+		Extra: []nodeagent.Plugin{observer(obsBin, "obs", 0, events, false)}})
+	waitReadyz(t, a, 200, "ok")
+	return observed{cp: cp, c: c, n: n, a: a, events: events, obsBin: obsBin}
+}
+
 // observer enables the observer test plugin under name, declaring overhead
 // bytes of encapsulation and recording into file.
 func observer(bin, name string, overhead int, file string, checkAPIServer bool) nodeagent.Plugin {

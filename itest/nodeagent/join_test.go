@@ -77,14 +77,8 @@ func TestAgentLearnsPodCIDRFromItsNode(t *testing.T) {
 // created afterwards get it, earlier ones keep theirs), and a new pod CIDR
 // (the gateway's old address is removed, new pods come from the new CIDR).
 func TestNodeFactsChangesReachPlugins(t *testing.T) {
-	nb, obsBin := joinBins(t)
-	cp := controlplane.Start(t)
-	c := cluster.Start(t, cluster.Options{Nodes: 1})
-	n := c.Nodes[0]
-	registerNode(t, cp.Client, n.Name, []string{n.PodCIDR.String()}, n.UnderlayIP.String())
-	events := filepath.Join(n.Dir, "obs.jsonl")
-	a := nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Extra: []nodeagent.Plugin{observer(obsBin, "obs", 0, events, false)}})
-	waitReadyz(t, a, 200, "ok")
+	o := startObserved(t, nil, nil)
+	cp, c, n, a, events, obsBin := o.cp, o.c, o.n, o.a, o.events, o.obsBin
 	before := c.AddPod(t, cluster.PodSpec{Name: "before", Namespace: "demo", Node: n})
 
 	// A second InternalIP.
@@ -180,16 +174,11 @@ func TestNodeEventsReachSubscribers(t *testing.T) {
 // meanwhile (through a second apiserver the agent does not know) arrive
 // after it is back, and nothing else does.
 func TestAPIServerOutageKeepsDatapath(t *testing.T) {
-	nb, obsBin := joinBins(t)
-	cp := controlplane.Start(t)
-	c := cluster.Start(t, cluster.Options{Nodes: 1})
-	n := c.Nodes[0]
-	registerNode(t, cp.Client, n.Name, []string{n.PodCIDR.String()}, n.UnderlayIP.String())
-	registerNode(t, cp.Client, "remote-1", []string{"10.244.11.0/24"}, "198.18.0.11")
-	registerNode(t, cp.Client, "remote-3", []string{"10.244.13.0/24"}, "198.18.0.13")
-	events := filepath.Join(n.Dir, "obs.jsonl")
-	a := nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp, Extra: []nodeagent.Plugin{observer(obsBin, "obs", 0, events, false)}})
-	waitReadyz(t, a, 200, "ok")
+	o := startObserved(t, nil, func(cp *controlplane.ControlPlane) {
+		registerNode(t, cp.Client, "remote-1", []string{"10.244.11.0/24"}, "198.18.0.11")
+		registerNode(t, cp.Client, "remote-3", []string{"10.244.13.0/24"}, "198.18.0.13")
+	})
+	cp, c, n, a, events := o.cp, o.c, o.n, o.a, o.events
 	waitLine(t, events, "remote-3 added", func(l line) bool { return l.Kind == "node-added" && l.Node == "remote-3" })
 	pa := c.AddPod(t, cluster.PodSpec{Name: "a", Namespace: "demo", Node: n})
 	pb := c.AddPod(t, cluster.PodSpec{Name: "b", Namespace: "demo", Node: n})

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"switchyard.dev/switchyard/itest/cluster"
-	"switchyard.dev/switchyard/itest/controlplane"
 	"switchyard.dev/switchyard/itest/netns"
-	"switchyard.dev/switchyard/itest/nodeagent"
 	"switchyard.dev/switchyard/itest/testenv"
 )
 
@@ -22,16 +20,8 @@ import (
 // pod gets a warm port with the new MTU, while a pod already on a warm
 // port keeps its own.
 func TestWarmPortsFollowThePodMTU(t *testing.T) {
-	nb, obsBin := joinBins(t)
-	cp := controlplane.Start(t)
-	c := cluster.Start(t, cluster.Options{Nodes: 1})
-	n := c.Nodes[0]
-	registerNode(t, cp.Client, n.Name, []string{n.PodCIDR.String()}, n.UnderlayIP.String())
-	events := filepath.Join(n.Dir, "obs.jsonl")
-	a := nodeagent.Start(t, n, nodeagent.Options{Bins: nb, ControlPlane: cp,
-		Config: map[string]map[string]any{"podnet": {"warmPorts": 2}},
-		Extra:  []nodeagent.Plugin{observer(obsBin, "obs", 0, events, false)}})
-	waitReadyz(t, a, 200, "ok")
+	o := startObserved(t, map[string]any{"warmPorts": 2}, nil)
+	c, n, a, events, obsBin := o.c, o.n, o.a, o.events, o.obsBin
 	old := readyWarm(t, n, 2, 1500)
 
 	before := c.AddPod(t, cluster.PodSpec{Name: "before", Namespace: "demo", Node: n})
