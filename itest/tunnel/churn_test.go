@@ -72,8 +72,12 @@ func TestCrossNodeTrafficSurvivesLinkChurn(t *testing.T) {
 	if churned[0] < 20 || churned[1] < 20 {
 		t.Fatalf("too little churn to test anything: %v", churned)
 	}
-	if lost != 0 {
-		t.Errorf("%d of %d echo requests across the tunnel lost during link churn, want none", lost, sent)
+	// With ovs-vswitchd reading the kernel's routes, 12 of 2,000 were lost
+	// here on an idle machine; with the mirror none idle, and once 1 under
+	// CI load (tests of other packages running beside), a loss not tied to
+	// the churn. The bound keeps that apart from the bug, 4 times below it.
+	if lost > maxChurnLoss {
+		t.Errorf("%d of %d echo requests across the tunnel lost during link churn, want at most %d", lost, sent, maxChurnLoss)
 	}
 
 	// A route through br-phy that comes and goes (an Egress IP's, a second
@@ -156,6 +160,10 @@ func waitUserRoute(t *testing.T, n *cluster.Node) {
 	}
 	t.Fatalf("%s: ovs-vswitchd never got %q:\n%s", n.Name, want, out)
 }
+
+// maxChurnLoss bounds the echo requests TestCrossNodeTrafficSurvivesLinkChurn
+// may lose of its 2,000 (0.15 %).
+const maxChurnLoss = 3
 
 var pingSummary = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
 
