@@ -113,6 +113,8 @@ type Agent struct {
 	metrics *metrics.Agent
 	// traces routes the packet-ins of trace interceptors (inject.go).
 	traces traceWaiters
+	// gate lets pod requests go ahead of large batches (cnigate.go).
+	gate *cniGate
 }
 
 // New builds an agent over a connected switch and OVSDB. It only checks
@@ -125,7 +127,7 @@ func New(cfg *config.Config, sw Switch, db PortDB, log *slog.Logger) (*Agent, er
 	a := &Agent{log: log, sw: sw, db: db, store: flowstore.New(), bornRounds: map[string]map[uint16]bool{}, cfg: cfg,
 		inflight: map[pipeline.Key]string{}, owners: map[string]*sync.Mutex{}, lanes: []*lane{{sw: sw}},
 		plugins: map[string]*runner{}, statePath: filepath.Join(cfg.RunDir, "state.json"), mem: newMemoryRelease(),
-		metrics: metrics.NewAgent()}
+		metrics: metrics.NewAgent(), gate: newCNIGate()}
 	a.metrics.Registry.MustRegister(&stateCollector{a: a, scrapeErrs: map[string]float64{}})
 	a.known.pods, a.known.nodes = map[string]sdk.PodInterface{}, map[string]sdk.NodeInfo{}
 	a.arb = pipeline.New()

@@ -32,6 +32,8 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 	if lim.MaxBatch > 0 && b.Len() > lim.MaxBatch {
 		return fmt.Errorf("%w: plugin %q: batch of %d operations is over its limit of %d; split it", sdk.ErrLimit, owner, b.Len(), lim.MaxBatch)
 	}
+	y := a.yielder(b.Len())
+	y.wait(ctx)
 	ol := a.ownerLock(owner)
 	ol.Lock()
 	defer ol.Unlock()
@@ -45,6 +47,9 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 	}
 	ops := make([]flowstore.Op, 0, b.Len())
 	for i, op := range b.Ops {
+		if i%lockPart == lockPart-1 {
+			y.wait(ctx)
+		}
 		switch {
 		case op.Kind == flow.OpDeleteTagged && op.Flow != nil:
 			// The store is read here, and other owners' batches commit into
@@ -77,7 +82,12 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 			ops = append(ops, flowstore.Op{Kind: op.Kind, Meter: op.Meter, Prefix: p.Prefix, Round: p.Round})
 		}
 	}
-	return a.applyOps(ctx, owner, ops, lim.MaxFlows)
+	err := a.applyOps(ctx, owner, ops, lim.MaxFlows, y)
+	if y != nil && y.waited > 0 {
+		a.metrics.ObserveYield(owner, y.waited)
+		a.log.Debug("batch paused for pod requests", "plugin", owner, "ops", b.Len(), "paused", y.waited)
+	}
+	return err
 }
 
 // ownerLock is the lock that serialises one owner's batches.
@@ -108,7 +118,10 @@ const lockPart = 256
 // switch, sees them and conflicts exactly as it would with installed
 // flows; and a part that finds a key another owner holds or reserves
 // fails the whole batch, whose reservations are then released.
-func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, maxFlows int) error {
+//
+// y, when not nil, pauses the batch between parts while pod requests are
+// in flight (cnigate.go).
+func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, maxFlows int, y *yielder) error {
 	flowstore.Prepare(ops)
 	a.mu.Lock()
 	pl := a.store.Planner(owner, len(ops), maxFlows)
@@ -121,6 +134,7 @@ func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, 
 		}
 	}()
 	for from := 0; from < len(ops); from += lockPart {
+		y.wait(ctx)
 		a.mu.Lock()
 		err := pl.Add(ops[from:min(from+lockPart, len(ops))])
 		if err == nil {
@@ -150,7 +164,11 @@ func (a *Agent) applyOps(ctx context.Context, owner string, ops []flowstore.Op, 
 	}
 	if len(msgs) > 0 { // only refreshes (or meters): the switch already holds the batch
 		sw, done := a.lane()
-		err = sw.Bundle(ctx, msgs, true)
+		bctx := ctx
+		if y != nil {
+			bctx = openflow.WithPacer(ctx, y.wait)
+		}
+		err = sw.Bundle(bctx, msgs, true)
 		done()
 	}
 	if err != nil {

@@ -32,6 +32,8 @@ type NodeOptions struct {
 	Logger  *slog.Logger
 	// Observe, if set, times every request (see Options.Observe).
 	Observe func(verb string, took time.Duration, failed bool)
+	// Begin, if set, brackets every ADD, DEL and CHECK (see Options.Begin).
+	Begin func() (end func())
 }
 
 // Node is the running CNI path of an agent: interface store and server.
@@ -69,7 +71,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if o.Publish != nil {
 		n.unsub = store.Subscribe(func(ctx context.Context, e ifstore.Event) { o.Publish(ctx, PodInterfaceEvent(e)) })
 	}
-	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger, Observe: o.Observe})
+	n.Server, err = New(Options{Socket: n.Socket, Handler: o.Handler, WaitReady: o.WaitReady, Store: store, Logger: o.Logger, Observe: o.Observe, Begin: o.Begin})
 	if err == nil {
 		err = n.Server.Listen()
 	}

@@ -65,6 +65,11 @@ type Options struct {
 	// DEL, CHECK, STATUS, GC), how long it took and whether it failed
 	// (the agent's CNI latency metric).
 	Observe func(verb string, took time.Duration, failed bool)
+	// Begin, if set, is called as each ADD, DEL and CHECK is received, and
+	// the function it returns when that request is answered: the agent
+	// lets pod wiring go ahead of bulk flow work through it
+	// (Agent.CNIBegin).
+	Begin func() (end func())
 }
 
 // Server serves the CNI gRPC API.
@@ -261,6 +266,7 @@ func (s *Server) handler() (Plugin, *cnipb.Error) {
 
 // Add attaches a pod.
 func (s *Server) Add(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.AddResponse, error) {
+	defer s.begin()()
 	req, verr := s.validate(r, "ADD")
 	if verr != nil {
 		s.log.Warn("rejected CNI ADD", "container", r.GetContainerId(), "error", verr.GetMsg())
@@ -369,6 +375,7 @@ func ptr[T any](v T) *T { return &v }
 
 // Del detaches a pod. Unknown containers and vanished namespaces succeed.
 func (s *Server) Del(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.CmdResponse, error) {
+	defer s.begin()()
 	req, verr := s.validate(r, "DEL")
 	if verr != nil {
 		return &cnipb.CmdResponse{Error: verr}, nil
@@ -411,6 +418,7 @@ func (s *Server) del(ctx context.Context, req *request) *cnipb.Error {
 
 // Check verifies an attachment.
 func (s *Server) Check(ctx context.Context, r *cnipb.CmdRequest) (*cnipb.CmdResponse, error) {
+	defer s.begin()()
 	req, verr := s.validate(r, "CHECK")
 	if verr != nil {
 		return &cnipb.CmdResponse{Error: verr}, nil
@@ -492,6 +500,15 @@ func (s *Server) GC(ctx context.Context, r *cnipb.GCRequest) (*cnipb.CmdResponse
 			"the next GC retries them")}, nil
 	}
 	return &cnipb.CmdResponse{}, nil
+}
+
+// begin marks a pod request in flight for Options.Begin; calling what it
+// returns ends it.
+func (s *Server) begin() (end func()) {
+	if s.o.Begin == nil {
+		return func() {}
+	}
+	return s.o.Begin()
 }
 
 // observe times one request for Options.Observe. A CNI error travels in

@@ -343,3 +343,35 @@ func TestAddWaitsForReadiness(t *testing.T) {
 		t.Errorf("an ADD before readiness reached the plugin: %v", p.Calls())
 	}
 }
+
+// TestBeginBracketsPodRequests checks that Options.Begin sees every ADD,
+// DEL and CHECK in flight, including refused ones, and each one ended.
+func TestBeginBracketsPodRequests(t *testing.T) {
+	var mu sync.Mutex
+	inflight, begun, maxInflight := 0, 0, 0
+	p := &plugin{}
+	e := start(t, p, Options{Begin: func() func() {
+		mu.Lock()
+		defer mu.Unlock()
+		inflight++
+		begun++
+		maxInflight = max(maxInflight, inflight)
+		return func() {
+			mu.Lock()
+			inflight--
+			mu.Unlock()
+		}
+	}})
+	ctx := context.Background()
+	e.client.Add(ctx, e.req("b1"))
+	e.client.Check(ctx, e.req("b1"))
+	e.client.Del(ctx, e.req("b1"))
+	bad := e.req("b2")
+	bad.NetConf = []byte("{")
+	e.client.Add(ctx, bad) // refused in validation, still bracketed
+	mu.Lock()
+	defer mu.Unlock()
+	if begun != 4 || inflight != 0 || maxInflight != 1 {
+		t.Errorf("Begin called %d times (want 4), %d still in flight (want 0), at most %d at once (want 1)", begun, inflight, maxInflight)
+	}
+}

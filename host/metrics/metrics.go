@@ -33,6 +33,7 @@ type Agent struct {
 	batchTime  *prometheus.HistogramVec
 	refusals   *prometheus.CounterVec
 	cniTime    *prometheus.HistogramVec
+	yielded    *prometheus.CounterVec
 }
 
 // NewAgent makes a registry holding the agent's event metrics and the Go
@@ -54,8 +55,11 @@ func NewAgent() *Agent {
 		cniTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "cni_request_duration_seconds",
 			Help: "CNI requests served by the agent, by verb (ADD, DEL, CHECK, STATUS, GC) and result (ok or error).", Buckets: latencyBuckets},
 			[]string{"verb", "result"}),
+		yielded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "plugin_batch_yield_seconds_total",
+			Help: "Time a plugin's large batches paused to let pod requests (CNI ADD, DEL, CHECK) go first; at most 0.25 s per batch."},
+			[]string{"plugin"}),
 	}
-	m.Registry.MustRegister(m.batches, m.operations, m.batchTime, m.refusals, m.cniTime,
+	m.Registry.MustRegister(m.batches, m.operations, m.batchTime, m.refusals, m.cniTime, m.yielded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -100,6 +104,15 @@ func (m *Agent) ObserveBatch(plugin string, ops int, took time.Duration, err err
 	}
 	m.batches.WithLabelValues(plugin, "applied").Inc()
 	m.operations.WithLabelValues(plugin).Add(float64(ops))
+}
+
+// ObserveYield records how long one batch of plugin paused for pod
+// requests. A nil *Agent records nothing.
+func (m *Agent) ObserveYield(plugin string, paused time.Duration) {
+	if m == nil {
+		return
+	}
+	m.yielded.WithLabelValues(plugin).Add(paused.Seconds())
 }
 
 // ObserveCNI records one CNI request. A nil *Agent records nothing.

@@ -64,6 +64,8 @@ func TestObserve(t *testing.T) {
 	m.ObserveBatch("p", 7, time.Millisecond, nil)
 	m.ObserveBatch("p", 3, time.Millisecond, fmt.Errorf("%w: x", sdk.ErrConflict))
 	m.ObserveCNI("ADD", time.Millisecond, false)
+	m.ObserveYield("p", 250*time.Millisecond)
+	m.ObserveYield("p", 250*time.Millisecond)
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -75,6 +77,7 @@ func TestObserve(t *testing.T) {
 		{Namespace + "_plugin_refusals_total", map[string]string{"plugin": "p", "reason": "conflict"}, 1},
 		{Namespace + "_plugin_batch_duration_seconds", map[string]string{"plugin": "p"}, 2},
 		{Namespace + "_cni_request_duration_seconds", map[string]string{"verb": "ADD", "result": "ok"}, 1},
+		{Namespace + "_plugin_batch_yield_seconds_total", map[string]string{"plugin": "p"}, 0.5},
 	} {
 		if got := sample(t, m, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -84,4 +87,5 @@ func TestObserve(t *testing.T) {
 	var nilm *Agent
 	nilm.ObserveBatch("p", 1, 0, nil)
 	nilm.ObserveCNI("DEL", 0, true)
+	nilm.ObserveYield("p", time.Second)
 }

@@ -896,6 +896,7 @@ func (c *Conn) bundleOnce(ctx context.Context, s *session, msgs []Message, offse
 	barrierXid := c.nextXids(1)
 	barrierP := s.register(barrierXid, nil)
 
+	pace := pacerFrom(ctx)
 	s.wmu.Lock()
 	buf := s.wbuf[:0]
 	var err error
@@ -906,11 +907,19 @@ func (c *Conn) bundleOnce(ctx context.Context, s *session, msgs []Message, offse
 		if buf, err = AppendMessage(buf, add.Xid, &add); err != nil {
 			break
 		}
-		if len(buf) >= 128<<10 {
+		if len(buf) >= 128<<10 || (pace != nil && i%pacedPart == pacedPart-1) {
 			if _, err = s.w.Write(buf); err != nil {
 				break
 			}
 			buf = buf[:0]
+			if pace != nil {
+				// Flushed first, so the switch never waits on a message
+				// half written while we pause.
+				if err = s.w.Flush(); err != nil {
+					break
+				}
+				pace(ctx)
+			}
 		}
 	}
 	var encErr error
@@ -942,6 +951,8 @@ func (c *Conn) bundleOnce(ctx context.Context, s *session, msgs []Message, offse
 	ctlType := BundleCommitRequest
 	if addErrs > 0 || encErr != nil {
 		ctlType = BundleDiscardRequest
+	} else if pace != nil {
+		pace(ctx)
 	}
 	commitP := s.register(commitXid, nil)
 	if err := s.send0(commitXid, &BundleControl{ID: id, Type: ctlType, Flags: flags}); err != nil {

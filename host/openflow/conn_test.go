@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ type fakeSwitch struct {
 	conns []net.Conn
 	echo  chan []byte   // payloads of echo replies received
 	pings chan struct{} // one per echo request received
+	adds  atomic.Int64  // bundle messages received
 	wg    sync.WaitGroup
 }
 
@@ -143,6 +145,7 @@ func (fs *fakeSwitch) serve(c net.Conn) {
 				send(h.Xid, &BundleControl{ID: m.ID, Type: BundleDiscardReply})
 			}
 		case *BundleAdd:
+			fs.adds.Add(1)
 			if fm, ok := m.Message.(*FlowMod); ok && fm.Flow.Table == 99 {
 				send(m.Xid, &ErrorMsg{Code: ErrCodeBadTableID})
 			}

@@ -116,6 +116,7 @@ func run() error {
 		Handler:   a.CNIPlugin,
 		WaitReady: func(ctx context.Context) error { return a.WaitReady(ctx, cfg.ReadyWait) },
 		Observe:   a.Metrics().ObserveCNI,
+		Begin:     a.CNIBegin,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the CNI server: %w", err)

@@ -233,7 +233,11 @@ func churn(h sdk.Host, n int, file string) {
 			continue
 		}
 		batches++
-		_ = os.WriteFile(file+".n", []byte(fmt.Sprint(batches)), 0o644)
+		// Renamed into place: a reader never sees the file empty, half
+		// written, which read as 0 batches and spoiled the count.
+		if os.WriteFile(file+".n.tmp", []byte(fmt.Sprint(batches)), 0o644) == nil {
+			_ = os.Rename(file+".n.tmp", file+".n")
+		}
 	}
 }
 
