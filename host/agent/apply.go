@@ -32,7 +32,7 @@ func (a *Agent) Apply(ctx context.Context, owner string, b *flow.Batch, lim conf
 	if lim.MaxBatch > 0 && b.Len() > lim.MaxBatch {
 		return fmt.Errorf("%w: plugin %q: batch of %d operations is over its limit of %d; split it", sdk.ErrLimit, owner, b.Len(), lim.MaxBatch)
 	}
-	y := a.yielder(b.Len())
+	y := a.yielder(owner, b.Len())
 	y.wait(ctx)
 	ol := a.ownerLock(owner)
 	ol.Lock()

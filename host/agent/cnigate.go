@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"switchyard.dev/switchyard/sdk"
 )
 
 // Pods first: a plugin's large batch (a policy recompute, a resync of
@@ -89,13 +92,29 @@ type yielder struct {
 	waited time.Duration
 }
 
-// yielder returns the pauser for a batch of n operations; nil (never
-// pauses) for a small one.
-func (a *Agent) yielder(n int) *yielder {
-	if n <= yieldAbove {
+// yielder returns the pauser for a batch of n operations of owner; nil
+// (never pauses) for a small one, and for the plugin that handles CNI: the
+// pod requests it would pause for need its owner lock, which its paused
+// batch holds, for their own flows.
+func (a *Agent) yielder(owner string, n int) *yielder {
+	if n <= yieldAbove || a.handlesCNI(owner) {
 		return nil
 	}
 	return &yielder{g: a.gate, left: yieldBudget}
+}
+
+// handlesCNI reports whether owner declared the CNI capability, whether or
+// not it runs yet (its resync batches come during its Start).
+func (a *Agent) handlesCNI(owner string) bool {
+	a.pmu.Lock()
+	r := a.plugins[owner]
+	a.pmu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.caps, sdk.CapCNI)
 }
 
 // wait returns at once when no pod request is in flight; otherwise when

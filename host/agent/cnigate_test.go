@@ -42,7 +42,7 @@ func TestCNIGate(t *testing.T) {
 		{"a small batch never pauses", func(t *testing.T, a *Agent) {
 			end := a.CNIBegin()
 			defer end()
-			if y := a.yielder(yieldAbove); y != nil {
+			if y := a.yielder("beta", yieldAbove); y != nil {
 				t.Fatalf("a batch of %d operations got a yielder", yieldAbove)
 			}
 			var y *yielder
@@ -50,8 +50,19 @@ func TestCNIGate(t *testing.T) {
 				t.Fatal("a nil yielder waited")
 			}
 		}},
+		{"the CNI plugin's batch never pauses", func(t *testing.T, a *Agent) {
+			// Its paused batch would hold the owner lock the ADD's own
+			// flows need.
+			a.plugins = map[string]*runner{"podnet": {caps: []sdk.Capability{sdk.CapPodInterface, sdk.CapCNI}}}
+			if y := a.yielder("podnet", 20000); y != nil {
+				t.Fatal("the CNI plugin's large batch got a yielder")
+			}
+			if y := a.yielder("beta", 20000); y == nil {
+				t.Fatal("another plugin's large batch got no yielder")
+			}
+		}},
 		{"no pod request: no pause", func(t *testing.T, a *Agent) {
-			y := a.yielder(yieldAbove + 1)
+			y := a.yielder("beta", yieldAbove+1)
 			if !returned(waitDone(context.Background(), y), time.Second) {
 				t.Fatal("waited with no pod request in flight")
 			}
@@ -61,7 +72,7 @@ func TestCNIGate(t *testing.T) {
 		}},
 		{"pauses until the last request ends, and a linger after", func(t *testing.T, a *Agent) {
 			end1, end2 := a.CNIBegin(), a.CNIBegin()
-			y := a.yielder(yieldAbove + 1)
+			y := a.yielder("beta", yieldAbove+1)
 			done := waitDone(context.Background(), y)
 			end1()
 			end1() // ending twice counts once
@@ -80,7 +91,7 @@ func TestCNIGate(t *testing.T) {
 		{"a request during the linger keeps the gate shut", func(t *testing.T, a *Agent) {
 			a.CNIBegin()()
 			end := a.CNIBegin()
-			y := a.yielder(yieldAbove + 1)
+			y := a.yielder("beta", yieldAbove+1)
 			done := waitDone(context.Background(), y)
 			if returned(done, 2*gateLinger) {
 				t.Fatal("the first request's linger opened the gate under the second request")
@@ -109,7 +120,7 @@ func TestCNIGate(t *testing.T) {
 			end := a.CNIBegin()
 			defer end()
 			ctx, cancel := context.WithCancel(context.Background())
-			y := a.yielder(yieldAbove + 1)
+			y := a.yielder("beta", yieldAbove+1)
 			done := waitDone(ctx, y)
 			cancel()
 			if !returned(done, 5*time.Second) {
