@@ -541,7 +541,14 @@ func (c *Client) LabelPort(ctx context.Context, name string, set map[string]stri
 		}
 		return out
 	}
-	iface.ExternalIDs, port.ExternalIDs = merge(iface.ExternalIDs), merge(port.ExternalIDs)
+	ifIDs, portIDs := merge(iface.ExternalIDs), merge(port.ExternalIDs)
+	if maps.Equal(ifIDs, iface.ExternalIDs) && maps.Equal(portIDs, port.ExternalIDs) {
+		// Labelled so already: no transaction, so no round trip to
+		// ovsdb-server (podnet re-labels its warm pods' ports at every
+		// start).
+		return nil
+	}
+	iface.ExternalIDs, port.ExternalIDs = ifIDs, portIDs
 	ops, err := c.c.Where(iface).Update(iface, &iface.ExternalIDs)
 	if err != nil {
 		return err

@@ -141,6 +141,12 @@ func TestWarmPorts(t *testing.T) {
 	// The pool refills with new pairs.
 	refilled := waitWarm(t, n, 2, taken...)
 
+	// A podnet killed between an ADD and the labelling left pod a's port
+	// unnamed: the next one names it again.
+	for _, table := range []string{"Port", "Interface"} {
+		n.OVS.Vsctl(t, "remove", table, taken[0], "external_ids", "switchyard.dev/pod", "switchyard.dev/container")
+	}
+
 	// The restarted podnet takes over the ready pairs the crashed one
 	// left: a restart changes nothing on the switch. The pods keep their
 	// pairs.
@@ -172,6 +178,18 @@ func TestWarmPorts(t *testing.T) {
 	rebuilt := waitWarm(t, n, 2, taken...)
 	if !slices.Equal(rebuilt, refilled) {
 		t.Errorf("warm ports after podnet restarted: %v, want the ones it left, %v", rebuilt, refilled)
+	}
+	relabelled := fmt.Sprintf(`"switchyard.dev/pod"="%s"`, a.Key())
+	err = testenv.Eventually("the restarted podnet to name pod a on its warm port again", 10*time.Second, 50*time.Millisecond, func() error {
+		for _, table := range []string{"Port", "Interface"} {
+			if ids := n.OVS.Vsctl(t, "get", table, taken[0], "external_ids"); !strings.Contains(ids, relabelled) {
+				return fmt.Errorf("%s %s external_ids %s, want %s", table, taken[0], strings.TrimSpace(ids), relabelled)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	reach(t, a.NetNS, b.IP())
 	if err := c.CheckPod(b); err != nil {

@@ -87,6 +87,52 @@ func TestOVSDBClient(t *testing.T) {
 		}
 	})
 
+	t.Run("label port: set, unset, and an unchanged label changes nothing", func(t *testing.T) {
+		// ovs-vswitchd reconfigures on every change of the database, and
+		// podnet labels its warm pods' ports again at every start: a label
+		// that is there already must leave the rows as they are. The Port
+		// row's _version, new after every change to it, is the witness.
+		version := func() string {
+			out, err := testenv.Run("ovsdb-client", "--format=csv", "--no-headings", "transact", sw.DBSock,
+				`["Open_vSwitch",{"op":"select","table":"Port","where":[["name","==","p0"]],"columns":["_version"]}]`)
+			if err != nil {
+				t.Fatalf("ovsdb-client: %v %s", err, out)
+			}
+			return out
+		}
+		labels := map[string]string{"switchyard.dev/pod": "ns/b"}
+		if err := c.LabelPort(ctx, "p0", labels); err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range []string{"port", "interface"} {
+			if ext := sw.Vsctl(t, "get", table, "p0", "external_ids"); !strings.Contains(ext, `"switchyard.dev/pod"="ns/b"`) || !strings.Contains(ext, `switchyard-owner=alpha`) {
+				t.Errorf("%s external_ids after LabelPort = %s", table, ext)
+			}
+		}
+		var before string
+		if err := testenv.Eventually("the client's cache to hold the label", 5*time.Second, 20*time.Millisecond, func() error {
+			before = version()
+			if err := c.LabelPort(ctx, "p0", labels); err != nil {
+				return err
+			}
+			if after := version(); after != before {
+				return fmt.Errorf("an unchanged label changed the Port row: _version %s, then %s", strings.TrimSpace(before), strings.TrimSpace(after))
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+		if err := c.LabelPort(ctx, "p0", map[string]string{"switchyard.dev/pod": ""}); err != nil {
+			t.Fatal(err)
+		}
+		if ext := sw.Vsctl(t, "get", "port", "p0", "external_ids"); strings.Contains(ext, "switchyard.dev/pod") {
+			t.Errorf("external_ids after unsetting the label = %s", ext)
+		}
+		if version() == before {
+			t.Error("removing the label did not change the Port row")
+		}
+	})
+
 	t.Run("a port vswitchd cannot open reports its error", func(t *testing.T) {
 		if err := c.CreatePort(ctx, ovsdb.PortSpec{Name: "nosuchdev0", Owner: "alpha"}); err != nil {
 			t.Fatal(err)

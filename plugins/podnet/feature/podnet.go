@@ -182,13 +182,21 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 	p.mtuNow.Store(int64(mtu))
 	p.mu.Unlock()
 
-	pods, err := p.resync(ctx, req.Attachments)
+	pods, onWarm, err := p.resync(ctx, req.Attachments)
 	if err != nil {
 		return err
 	}
 	if err := p.openPool(ctx); err != nil {
 		// Pods still get ports, each its own, as without a pool.
 		log.Warn("warm port pool not started; every ADD creates its own port", "error", err)
+	} else if p.pool != nil {
+		// A podnet that stopped between an ADD and the pool's next quiet
+		// moment never named that pod on its warm port: name every pod on
+		// a warm port again (the host leaves a port labelled already as
+		// it is, without a transaction).
+		for port, ids := range onWarm {
+			p.pool.Label(port, ids)
+		}
 	}
 	log.Info("podnet started", "pod_cidrs", al.CIDRs(), "gateway", cfg.Gateway, "gateway_ofport", gwPort.OFPort,
 		"gateway_mac", gwMAC, "pods", pods, "warm_ports", cfg.WarmPorts)
@@ -200,18 +208,21 @@ func (p *Podnet) Start(ctx context.Context, req sdk.StartRequest, _ *sdk.StartRe
 // an allocation the host has no record of is an ADD cut short (the host
 // records an attachment only after podnet's ADD returned), so its
 // addresses, veth, port and flows go. It returns how many pods it wired.
-func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (int, error) {
+//
+// onWarm names, by warm port, the pods that are on one: the external_ids
+// that name the pod on it.
+func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (wired int, onWarm map[string]map[string]string, err error) {
 	allocs, err := p.ipam.Allocations()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	onWarm = map[string]map[string]string{}
 	byKey := make(map[ipam.Key]sdk.PodInterface, len(recorded))
 	for _, r := range recorded {
 		byKey[ipam.Key{ContainerID: r.ContainerID, IfName: r.IfName}] = r
 	}
 	b := flow.NewBatch().AddFlows(flows.StaticFlows()...).AddFlows(flows.GatewayFlows(p.gw)...)
 	var leaked []ipam.Key
-	wired := 0
 	for _, k := range sortedKeys(allocs) {
 		rec, ok := byKey[k]
 		if !ok {
@@ -235,24 +246,27 @@ func (p *Podnet) resync(ctx context.Context, recorded []sdk.PodInterface) (int, 
 		}
 		b.AddFlows(flows.PodFlows(p.gw, at.endpoint())...)
 		wired++
+		if at.lower != "" {
+			onWarm[at.hostIf] = podExternalIDs(sdk.CNIArgs{ContainerID: rec.ContainerID, PodNamespace: rec.PodNamespace, PodName: rec.PodName})
+		}
 	}
 	if err := p.dropStaleClaims(allocs); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	for k, rec := range byKey {
 		p.log.Warn("the host records a pod podnet holds no addresses for; DEL and ADD its sandbox to repair it",
 			"pod", rec.PodNamespace+"/"+rec.PodName, "container", k.ContainerID, "ifname", k.IfName, "ips", rec.IPs)
 	}
 	if err := p.host.Apply(ctx, b); err != nil {
-		return 0, fmt.Errorf("installing podnet flows: %w", err)
+		return 0, nil, fmt.Errorf("installing podnet flows: %w", err)
 	}
 	for _, k := range leaked {
 		p.log.Warn("removing an attachment the host has no record of (an ADD cut short)", "container", k.ContainerID, "ifname", k.IfName, "ips", allocs[k])
 		if err := p.detach(ctx, sdk.CNIArgs{ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return wired, nil
+	return wired, onWarm, nil
 }
 
 // attachment is one pod interface as podnet finds it: its addresses
