@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"maps"
 
 	pb "switchyard.dev/switchyard/sdk/internal/wirepb"
 )
@@ -19,6 +20,24 @@ type PortLabeler interface {
 	// itself (switchyard-owner, switchyard-exported) are refused
 	// (ErrInvalid).
 	LabelPort(ctx context.Context, name string, externalIDs map[string]string) error
+}
+
+// Relabel returns cur with set applied as LabelPort applies it: each key
+// set to its value, and a key whose value is empty removed. cur itself is
+// left as it is.
+func Relabel(cur, set map[string]string) map[string]string {
+	out := maps.Clone(cur)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range set {
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 var _ PortLabeler = (*hostClient)(nil)

@@ -491,3 +491,30 @@ func TestDescribeUnknownResourceKind(t *testing.T) {
 		t.Errorf("err = %v, want one containing %q", err, want)
 	}
 }
+
+// TestRelabel pins LabelPort's merge rule, which the agent and the fake
+// host share.
+func TestRelabel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cur, set map[string]string
+		want     map[string]string
+	}{
+		{"onto nothing", nil, map[string]string{"a": "1"}, map[string]string{"a": "1"}},
+		{"keeps other keys", map[string]string{"o": "x"}, map[string]string{"a": "1"}, map[string]string{"o": "x", "a": "1"}},
+		{"replaces a value", map[string]string{"a": "0"}, map[string]string{"a": "1"}, map[string]string{"a": "1"}},
+		{"an empty value removes its key", map[string]string{"a": "0", "o": "x"}, map[string]string{"a": ""}, map[string]string{"o": "x"}},
+		{"removing a missing key", nil, map[string]string{"a": ""}, map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(tc.cur)
+			got := sdk.Relabel(tc.cur, tc.set)
+			if !maps.Equal(got, tc.want) || got == nil {
+				t.Errorf("Relabel(%v, %v) = %v, want %v", tc.cur, tc.set, got, tc.want)
+			}
+			if !maps.Equal(tc.cur, before) {
+				t.Errorf("Relabel changed its input to %v", tc.cur)
+			}
+		})
+	}
+}

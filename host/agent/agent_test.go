@@ -172,17 +172,7 @@ func (d *fakeDB) LabelPort(_ context.Context, n string, set map[string]string) e
 	if !ok {
 		return ovsdb.ErrNoPort
 	}
-	p.ExternalIDs = maps.Clone(p.ExternalIDs)
-	if p.ExternalIDs == nil {
-		p.ExternalIDs = map[string]string{}
-	}
-	for k, v := range set {
-		if v == "" {
-			delete(p.ExternalIDs, k)
-		} else {
-			p.ExternalIDs[k] = v
-		}
-	}
+	p.ExternalIDs = sdk.Relabel(p.ExternalIDs, set)
 	d.ports[n] = p
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"switchyard.dev/switchyard/host/ovsdb/vswitchd"
+	"switchyard.dev/switchyard/sdk"
 )
 
 // OwnerKey is the external_ids key naming the plugin that created a port.
@@ -527,21 +528,7 @@ func (c *Client) LabelPort(ctx context.Context, name string, set map[string]stri
 		}
 		return err
 	}
-	merge := func(cur map[string]string) map[string]string {
-		out := maps.Clone(cur)
-		if out == nil {
-			out = map[string]string{}
-		}
-		for k, v := range set {
-			if v == "" {
-				delete(out, k)
-			} else {
-				out[k] = v
-			}
-		}
-		return out
-	}
-	ifIDs, portIDs := merge(iface.ExternalIDs), merge(port.ExternalIDs)
+	ifIDs, portIDs := sdk.Relabel(iface.ExternalIDs, set), sdk.Relabel(port.ExternalIDs, set)
 	if maps.Equal(ifIDs, iface.ExternalIDs) && maps.Equal(portIDs, port.ExternalIDs) {
 		// Labelled so already: no transaction, so no round trip to
 		// ovsdb-server (podnet re-labels its warm pods' ports at every

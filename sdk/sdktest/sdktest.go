@@ -192,16 +192,7 @@ func (h *Host) LabelPort(_ context.Context, name string, externalIDs map[string]
 	if _, ok := h.ports[name]; !ok {
 		return fmt.Errorf("%w: port %q", sdk.ErrNotFound, name)
 	}
-	if h.labels[name] == nil {
-		h.labels[name] = map[string]string{}
-	}
-	for k, v := range externalIDs {
-		if v == "" {
-			delete(h.labels[name], k)
-		} else {
-			h.labels[name][k] = v
-		}
-	}
+	h.labels[name] = sdk.Relabel(h.labels[name], externalIDs)
 	return nil
 }
 
